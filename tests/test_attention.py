@@ -1,0 +1,106 @@
+"""The pure attention functions against PyTorch's own kernels and the mask invariants."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attention_viz.attention import (
+    additive_attention,
+    additive_scores,
+    causal_mask,
+    padding_mask,
+    raw_self_attention,
+    scaled_dot_product_attention,
+)
+
+torch.manual_seed(0)
+
+
+def qkv(batch=2, heads=3, tq=5, tk=7, d=8):
+    return torch.randn(batch, heads, tq, d), torch.randn(batch, heads, tk, d), torch.randn(batch, heads, tk, d)
+
+
+def test_equals_torch_sdpa_without_mask():
+    q, k, v = qkv()
+    ours = scaled_dot_product_attention(q, k, v)
+    assert (ours.context - F.scaled_dot_product_attention(q, k, v)).abs().max() <= 1e-6
+
+
+def test_equals_torch_sdpa_with_boolean_mask():
+    q, k, v = qkv(tq=6, tk=6)
+    mask = causal_mask(6) & padding_mask([6, 4]).unsqueeze(1)  # (2, 1, 6, 6)
+    ours = scaled_dot_product_attention(q, k, v, mask)
+    theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert (ours.context - theirs).abs().max() <= 1e-6
+
+
+def test_equals_torch_sdpa_is_causal():
+    q, k, v = qkv(tq=9, tk=9)
+    ours = scaled_dot_product_attention(q, k, v, causal_mask(9))
+    assert (ours.context - F.scaled_dot_product_attention(q, k, v, is_causal=True)).abs().max() <= 1e-6
+
+
+def test_scores_are_scaled_logits_and_unscaled_when_switched_off():
+    q, k, v = qkv()
+    scaled = scaled_dot_product_attention(q, k, v)
+    raw = scaled_dot_product_attention(q, k, v, scale=False)
+    torch.testing.assert_close(raw.scores, q @ k.transpose(-2, -1))
+    torch.testing.assert_close(scaled.scores * math.sqrt(8), raw.scores)
+    # without the scaling the softmax is sharper: its largest weight per row grows
+    assert (raw.pattern.amax(-1) >= scaled.pattern.amax(-1) - 1e-7).all()
+
+
+def test_rows_sum_to_one_and_masked_entries_are_exactly_zero():
+    q, k, v = qkv(tq=6, tk=6)
+    mask = causal_mask(6)
+    out = scaled_dot_product_attention(q, k, v, mask)
+    torch.testing.assert_close(out.pattern.sum(-1), torch.ones(2, 3, 6))
+    assert (out.pattern[..., ~mask] == 0).all()
+    assert torch.isneginf(out.scores[..., ~mask]).all()
+
+
+def test_fully_masked_row_gives_zeros_not_nan():
+    q, k, v = qkv(batch=1, heads=1, tq=3, tk=4)
+    mask = torch.tensor([[True, True, False, False], [False] * 4, [True] * 4])
+    out = scaled_dot_product_attention(q, k, v, mask)
+    assert not torch.isnan(out.pattern).any() and not torch.isnan(out.context).any()
+    assert (out.pattern[..., 1, :] == 0).all() and (out.context[..., 1, :] == 0).all()
+
+
+def test_causal_mask_shape():
+    assert causal_mask(3).tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+
+
+def test_padding_mask_marks_real_keys():
+    mask = padding_mask([3, 1], max_len=4)
+    assert mask.shape == (2, 1, 4)
+    assert mask[:, 0].tolist() == [[True, True, True, False], [True, False, False, False]]
+
+
+def test_additive_scores_match_the_formula_term_by_term():
+    q, k = torch.randn(4, 5), torch.randn(6, 3)  # queries and keys of different sizes
+    w_q, w_k, w_v = torch.randn(7, 5), torch.randn(7, 3), torch.randn(7)
+    scores = additive_scores(q, k, w_q, w_k, w_v)
+    for i in range(4):
+        for j in range(6):
+            expected = w_v @ torch.tanh(w_q @ q[i] + w_k @ k[j])
+            assert scores[i, j].item() == pytest.approx(expected.item(), abs=1e-5)
+
+
+def test_additive_attention_masks_and_normalizes():
+    q, k, v = torch.randn(2, 4, 5), torch.randn(2, 6, 3), torch.randn(2, 6, 2)
+    w_q, w_k, w_v = torch.randn(7, 5), torch.randn(7, 3), torch.randn(7)
+    mask = padding_mask([6, 2])
+    out = additive_attention(q, k, v, w_q, w_k, w_v, mask)
+    torch.testing.assert_close(out.pattern.sum(-1), torch.ones(2, 4))
+    assert (out.pattern[1, :, 2:] == 0).all()
+    torch.testing.assert_close(out.context, out.pattern @ v)
+
+
+def test_raw_self_attention_is_softmax_of_gram_matrix_times_x():
+    x = torch.randn(6, 4)
+    out = raw_self_attention(x)
+    torch.testing.assert_close(out.pattern, torch.softmax(x @ x.T, dim=-1))
+    torch.testing.assert_close(out.context, torch.softmax(x @ x.T, dim=-1) @ x)
