@@ -1,0 +1,40 @@
+"""The one interface every model source implements: text in, AttentionResult out."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection
+
+from ..model import Shape
+from ..result import AttentionResult
+from ..tokens import Tokens
+
+
+class ModelError(ValueError):
+    """A problem the user can fix (unknown name, bad folder, refused checkpoint): shown as one line."""
+
+
+class Backend(ABC):
+    """A loaded model that turns text into captured attention.
+
+    ``shape`` tells the views what exists: ``encoder.*`` hooks (encoder-only), ``decoder.*`` hooks
+    (decoder-only), or both plus ``decoder.layers.{i}.cross_attn.*`` (encoder-decoder).
+    Implementations must be safe to call from several threads at once on one object.
+    """
+
+    name: str
+    shape: Shape
+    max_tokens: int  # longest input, special tokens included
+    kinds: tuple[str, ...]  # which hook kinds this backend can capture
+
+    @abstractmethod
+    def tokenize(self, text: str) -> tuple[Tokens, int]:
+        """Tokens of ``text`` (truncated to ``max_tokens``) and how many tokens were dropped."""
+
+    @abstractmethod
+    def run(self, text: str, target: str | None = None, kinds: Collection[str] = ("pattern",)) -> AttentionResult:
+        """One forward with capture.
+
+        Encoder–decoder models translate ``text``: teacher-forced on ``target`` when given,
+        greedy otherwise. ``result.meta["dropped"]`` counts tokens cut by truncation.
+        """

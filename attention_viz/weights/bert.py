@@ -1,0 +1,108 @@
+"""BERT-family checkpoints (all-MiniLM-L6-v2 among them) into our encoder-only Transformer.
+
+BERT is the paper's encoder with three changes that the config expresses: learned positions,
+token-type (segment) embeddings, and a LayerNorm on the summed embeddings. Layers are post-LN
+and the feed-forward uses the exact (erf) GELU.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..backends.base import ModelError
+from ..model import Transformer, TransformerConfig
+
+# Checkpoint tensors we know and deliberately leave out: the pooler and pre-training heads serve
+# sentence-level tasks, not attention; position_ids is a constant buffer.
+IGNORED_PREFIXES = ("pooler.", "cls.", "embeddings.position_ids")
+
+_EMBEDDINGS = {
+    "encoder.embed.tokens.weight": "embeddings.word_embeddings.weight",
+    "encoder.embed.positions.weight": "embeddings.position_embeddings.weight",
+    "encoder.embed.token_types.weight": "embeddings.token_type_embeddings.weight",
+    "encoder.embed.norm.weight": "embeddings.LayerNorm.weight",
+    "encoder.embed.norm.bias": "embeddings.LayerNorm.bias",
+}
+_LAYER = {  # ours (under encoder.layers.{i}.) → theirs (under encoder.layer.{i}.)
+    "self_attn.w_q": "attention.self.query",
+    "self_attn.w_k": "attention.self.key",
+    "self_attn.w_v": "attention.self.value",
+    "self_attn.w_o": "attention.output.dense",
+    "sublayers.0.norm": "attention.output.LayerNorm",
+    "feed_forward.w_1": "intermediate.dense",
+    "feed_forward.w_2": "output.dense",
+    "sublayers.1.norm": "output.LayerNorm",
+}
+
+
+def bert_config(hf: dict) -> TransformerConfig:
+    """Our config from a BERT ``config.json``."""
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+        raise ModelError(f"position_embedding_type {hf['position_embedding_type']!r} is not supported (only absolute)")
+    activation = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh"}.get(hf.get("hidden_act", "gelu"))
+    if activation is None:
+        raise ModelError(f"hidden_act {hf['hidden_act']!r} is not supported")
+    try:
+        return TransformerConfig(
+            shape="encoder-only",
+            vocab_size=hf["vocab_size"],
+            d_model=hf["hidden_size"],
+            h=hf["num_attention_heads"],
+            d_ff=hf["intermediate_size"],
+            N=hf["num_hidden_layers"],
+            max_len=hf.get("max_position_embeddings", 512),
+            positional="learned",
+            norm="post",
+            layer_norm_eps=hf.get("layer_norm_eps", 1e-12),
+            activation=activation,
+            dropout=0.0,  # we only ever run inference
+            type_vocab_size=hf.get("type_vocab_size", 2),
+            embedding_norm=True,
+            scale_embeddings=False,
+            pad_id=hf.get("pad_token_id", 0),
+        )
+    except KeyError as missing:
+        raise ModelError(f"config.json lacks {missing} needed for a BERT model") from None
+
+
+def bert_key_map(n_layers: int) -> dict[str, str]:
+    """Our parameter name → checkpoint tensor name, for every parameter of the model."""
+    mapping = dict(_EMBEDDINGS)
+    for i in range(n_layers):
+        for ours, theirs in _LAYER.items():
+            for param in ("weight", "bias"):
+                mapping[f"encoder.layers.{i}.{ours}.{param}"] = f"encoder.layer.{i}.{theirs}.{param}"
+    return mapping
+
+
+def load_bert_state(model: Transformer, tensors: dict[str, torch.Tensor]) -> None:
+    """Copy a BERT checkpoint into ``model``; raise naming every missing or unexpected tensor."""
+    # BertFor* checkpoints prefix the encoder with "bert."
+    tensors = {k.removeprefix("bert."): v for k, v in tensors.items()}
+    mapping = bert_key_map(model.config.N)
+    ours = model.state_dict()
+    if set(mapping) != set(ours):  # our model and the map must agree, or the map is wrong
+        raise AssertionError(f"key map out of date: {sorted(set(mapping) ^ set(ours))[:5]}")
+    missing = sorted(theirs for theirs in mapping.values() if theirs not in tensors)
+    expected = set(mapping.values())
+    unexpected = sorted(k for k in tensors if k not in expected and not k.startswith(IGNORED_PREFIXES))
+    if missing or unexpected:
+        raise ModelError(
+            "checkpoint does not match a BERT encoder: "
+            + (f"missing {', '.join(missing)}" if missing else "")
+            + ("; " if missing and unexpected else "")
+            + (f"unexpected {', '.join(unexpected)}" if unexpected else "")
+        )
+    state = {}
+    for name, theirs in mapping.items():
+        tensor = tensors[theirs]
+        if tensor.shape != ours[name].shape:
+            raise ModelError(f"{theirs} has shape {tuple(tensor.shape)}, expected {tuple(ours[name].shape)}")
+        state[name] = tensor.float()
+    model.load_state_dict(state, strict=True)
+
+
+def build_bert(hf_config: dict, tensors: dict[str, torch.Tensor]) -> Transformer:
+    model = Transformer(bert_config(hf_config))
+    load_bert_state(model, tensors)
+    return model.eval()

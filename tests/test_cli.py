@@ -1,0 +1,73 @@
+"""The command line as users script it: real processes, one-line errors, offline."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SENTENCE = "The animal didn't cross the street because it was too tired."
+
+
+def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "attention_viz", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})},
+    )
+
+
+def test_run_minilm_writes_all_six_layers(tmp_path):
+    out = tmp_path / "r.npz"
+    done = cli("run", "--model", "minilm", "--text", SENTENCE, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    data = np.load(out, allow_pickle=False)
+    labels = list(data["tokens"])
+    assert labels[0] == "[CLS]" and labels[-1] == "[SEP]" and "animal" in labels and "The" in labels
+    for layer in range(6):
+        pattern = data[f"encoder.layers.{layer}.self_attn.pattern"]
+        assert pattern.shape == (12, len(labels), len(labels)) and pattern.dtype == np.float32
+        assert np.allclose(pattern.sum(-1), 1, atol=1e-5)
+    assert "encoder.layers.6.self_attn.pattern" not in data.files
+
+
+def test_run_can_capture_every_kind(tmp_path):
+    out = tmp_path / "all.npz"
+    done = cli("run", "--text", "short one", "--kinds", "all", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    files = np.load(out).files
+    for kind in ("q", "k", "v", "scores", "pattern", "context"):
+        assert f"encoder.layers.5.self_attn.{kind}" in files
+
+
+def test_models_lists_the_default_as_available_offline():
+    done = cli("models")
+    assert done.returncode == 0
+    assert "minilm" in done.stdout and "available offline" in done.stdout
+
+
+def test_unknown_model_fails_fast_with_the_list():
+    start = time.monotonic()
+    done = cli("run", "--model", "gpt-17", "--text", "hi", "--out", "x.npz")
+    assert time.monotonic() - start < 10  # includes interpreter and torch start-up
+    assert done.returncode != 0
+    assert done.stderr.strip().count("\n") == 0
+    assert "unknown model 'gpt-17'" in done.stderr and "minilm" in done.stderr
+
+
+def test_bad_arguments_give_one_line_and_nonzero_exit(tmp_path):
+    for args in (
+        ("run", "--text", "   ", "--out", str(tmp_path / "a.npz")),
+        ("run", "--text", "hi", "--out", str(tmp_path / "a.txt")),
+        ("run", "--text", "hi", "--kinds", "attn", "--out", str(tmp_path / "a.npz")),
+        ("run", "--out", str(tmp_path / "a.npz")),
+        ("frobnicate",),
+        ("run", "--model", "hf:", "--text", "hi", "--out", str(tmp_path / "a.npz")),
+        ("run", "--text", "hi", "--out", str(tmp_path / "missing-dir" / "a.npz")),
+    ):
+        done = cli(*args)
+        assert done.returncode != 0, args
+        assert done.stderr.startswith("error: ") and done.stderr.strip().count("\n") == 0, (args, done.stderr)
+        assert "Traceback" not in done.stderr
