@@ -21,7 +21,7 @@ browser:
 	@command -v chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium chromium-driver fonts-noto-cjk; }
 
 run: install
-	HF_HUB_OFFLINE=1 $(VENV)/bin/streamlit run app.py --server.port $(PORT) --server.headless true \
+	$(VENV)/bin/streamlit run app.py --server.port $(PORT) --server.headless true \
 		--browser.gatherUsageStats false
 
 test: install browser

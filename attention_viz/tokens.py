@@ -312,6 +312,11 @@ def _word_ids(
 # ---------------------------------------------------------------------------------------------
 
 
+def _blank_over_text(string: str, covered: str, byte_level: bool) -> bool:
+    """A whitespace-only piece whose span covers visible characters (a mis-attributed span)."""
+    return not clean_token(string, byte_level).strip() and bool(covered.strip())
+
+
 def from_encoding(
     text: str,
     encoding: Encoding,
@@ -331,8 +336,11 @@ def from_encoding(
     special = tuple(bool(m) or i in special_ids for i, m in zip(ids, encoding.special_tokens_mask))
     unknown = tuple(unk_id is not None and i == unk_id for i in ids)
     # An empty span means "no position in the text" (post-processor tokens get (0, 0)).
+    # A blank piece (SentencePiece's lone "▁") can carry the span of the character after it; it
+    # has no text of its own, so it gets no span and shows as "␣".
     raw: list[Span | None] = [
-        (s, e) if 0 <= s < e <= len(text) else None for s, e in encoding.offsets
+        (s, e) if 0 <= s < e <= len(text) and not _blank_over_text(string, text[s:e], byte_level) else None
+        for (s, e), string in zip(encoding.offsets, strings)
     ]
     spans = _display_spans(text, raw)
     labels: list[str] = []

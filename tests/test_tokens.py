@@ -347,3 +347,15 @@ def test_from_words_round_trip() -> None:
     assert tokens.words() == words
     with pytest.raises(ValueError):
         from_words(["two words"], [3], [False])
+
+
+def test_lone_sentencepiece_marker_does_not_claim_the_next_character():
+    """A lone "▁" piece gets the span of the following character from Metaspace; it must show as
+    a space, not repeat that character."""
+    pieces = ["<unk>", "▁", "t", "he", "▁cat"]
+    tokenizer = Tokenizer(models.Unigram([(p, -1.0) for p in pieces], 0))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.decoder = decoders.Metaspace()
+    tokens = from_encoding("the cat", tokenizer.encode("the cat"), 0, set())
+    assert tokens.labels == ("␣", "t", "he", "cat")
+    assert tokens.offsets[0] is None

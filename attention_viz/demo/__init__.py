@@ -1,0 +1,1 @@
+"""Demo material: a synthetic translation corpus and the small models trained on it."""
