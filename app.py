@@ -1,7 +1,59 @@
-"""attention-viz: the Streamlit entry point (pages come with the UI issues)."""
+"""attention-viz: type a sentence, see what every attention head does with it.
+
+Streamlit only: the inputs, the cached model run, then one view. Run with `make run`.
+"""
+
+from __future__ import annotations
+
+import logging
 
 import streamlit as st
 
-st.set_page_config(page_title="attention-viz", layout="wide")
+from attention_viz.backends.base import ModelError
+from attention_viz.ui import cache
+from attention_viz.ui.export import result_downloads
+from attention_viz.ui.inputs import request_panel
+from attention_viz.ui.state import seed_from_url, write_to_url
+from attention_viz.ui.views import compare, focus, grid, head, layers
+
+VIEWS = {
+    "head": ("Head heatmap", head.render),
+    "grid": ("All heads", grid.render),
+    "compare": ("Compare", compare.render),
+    "focus": ("Token focus", focus.render),
+    "layers": ("Across layers", layers.render),
+}
+
+st.set_page_config(page_title="attention-viz", page_icon="🔍", layout="wide")
+seed_from_url()
+request = request_panel()
+
+with st.sidebar:
+    if st.session_state.get("url_view") in VIEWS:
+        st.session_state["view"] = st.session_state.pop("url_view")
+    view = st.radio("View", list(VIEWS), format_func=lambda v: VIEWS[v][0], key="view")
+
 st.title("attention-viz")
-st.text_input("Sentence", value="The animal didn't cross the street because it was too tired.", key="text")
+choices: dict = {}
+if not request.text.strip():
+    st.info("Type a sentence in the sidebar (or pick an example) to see its attention.")
+else:
+    try:
+        result = cache.run(request.model, request.text, request.target)
+    except ModelError as error:
+        st.error(str(error))
+        result = None
+    except Exception:  # never show a traceback to the user; the log keeps it
+        logging.getLogger("attention_viz").exception("model run failed")
+        st.error("Something went wrong while running the model; the details are in the server log.")
+        result = None
+    if result is not None:
+        dropped = result.meta.get("dropped", 0)
+        if dropped:
+            limit = cache.backend(request.model).max_tokens
+            st.warning(f"The text is longer than the model's {limit} tokens: the last {dropped} tokens were dropped.")
+        choices = VIEWS[view][1](result) or {}
+        with st.expander("Download the attention tensors"):
+            result_downloads(result)
+
+write_to_url(model=request.model, text=request.text, target=request.target, view=view, **choices)

@@ -1,4 +1,4 @@
-"""The command line: ``python -m attention_viz {run,models}``. Errors are one line on stderr and a
+"""The command line: ``python -m attention_viz {run,export,models}``. Errors are one line on stderr and a
 non-zero exit, never a traceback."""
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 from .backends.base import ModelError
 from .backends.registry import DEFAULT_MODEL, MODELS, availability, load_backend
+from .figures.export import standalone_html
+from .figures.views import VIEWS, export_figure
 from .hooks import KINDS
 
 EXIT_USAGE = 2
@@ -43,6 +45,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--kinds", type=_kinds, default=("pattern",), help="'all' or e.g. pattern,scores,q")
     run.add_argument("--out", required=True, help="where to write the .npz")
 
+    export = commands.add_parser("export", help="write one view as a standalone HTML file (works offline)")
+    export.add_argument("--model", default=DEFAULT_MODEL, help="model name (see `models`) or hf:<id or folder>")
+    export.add_argument("--text", required=True, help="the input sentence")
+    export.add_argument("--target", help="target sentence for teacher forcing (encoder–decoder models)")
+    export.add_argument("--view", required=True, choices=list(VIEWS), help="which figure")
+    export.add_argument("--attention", choices=["encoder", "decoder", "cross"],
+                        help="which attention of an encoder–decoder model (default: the first)")
+    export.add_argument("--layer", type=int, default=0)
+    export.add_argument("--head", default="0", help="a head index, mean or max")
+    export.add_argument("--out", required=True, help="where to write the .html")
+
     commands.add_parser("models", help="list the models and whether they are available offline")
     return parser
 
@@ -61,6 +74,34 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+ATTENTIONS = {"encoder": ("encoder", "self_attn"), "decoder": ("decoder", "self_attn"),
+              "cross": ("decoder", "cross_attn")}
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    if not args.text.strip():
+        return _fail("--text is empty: give a sentence")
+    if not args.out.endswith(".html"):
+        return _fail("--out must end in .html (PNG: open the HTML and use the camera icon)")
+    head: int | str = args.head if args.head in ("mean", "max") else _int(args.head, "--head")
+    result = load_backend(args.model).run(args.text, target=args.target)
+    group = ATTENTIONS[args.attention] if args.attention else None
+    if group is not None and group not in result.attentions():
+        return _fail(f"{args.model} has no {args.attention} attention")
+    figure = export_figure(result, args.view, args.layer, head, group)
+    with open(args.out, "w", encoding="utf-8") as out:
+        out.write(standalone_html(figure, f"attention-viz {args.view}"))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _int(value: str, name: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ModelError(f"{name} must be a number, mean or max; got {value!r}") from None
+
+
 def cmd_models(_: argparse.Namespace) -> int:
     for name, info in MODELS.items():
         ok, where = availability(name)
@@ -74,6 +115,6 @@ def cmd_models(_: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"run": cmd_run, "models": cmd_models}[args.command](args)
-    except (ModelError, OSError) as error:
+        return {"run": cmd_run, "export": cmd_export, "models": cmd_models}[args.command](args)
+    except (ModelError, ValueError, OSError) as error:
         return _fail(str(error))

@@ -13,6 +13,7 @@ records.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from dataclasses import dataclass, field
@@ -84,7 +85,7 @@ class AttentionResult:
             raise KeyError(f"no {kind!r} captured for {part}.{attn} (missing: {missing or 'all layers'})")
         return np.stack([self.arrays[n] for n in names])
 
-    def save_npz(self, path: str | Path) -> None:
+    def save_npz(self, path: str | Path | io.BytesIO) -> None:
         payload: dict[str, np.ndarray] = {"tokens": np.array(self.tokens.labels, dtype=str)}
         if self.target_tokens is not None:
             payload["target_tokens"] = np.array(self.target_tokens.labels, dtype=str)
@@ -97,6 +98,24 @@ class AttentionResult:
         payload["meta"] = np.array(json.dumps(meta, ensure_ascii=False))
         payload.update(self.arrays)
         np.savez_compressed(path, **payload)
+
+    def to_npz_bytes(self) -> bytes:
+        buffer = io.BytesIO()
+        self.save_npz(buffer)
+        return buffer.getvalue()
+
+    def to_json(self) -> str:
+        """Tokens and every array as nested lists (large: meant for small inputs and other tools)."""
+        return json.dumps(
+            {
+                "model": self.model,
+                "tokens": self.tokens.to_dict(),
+                "target_tokens": None if self.target_tokens is None else self.target_tokens.to_dict(),
+                "meta": self.meta,
+                "arrays": {name: array.round(6).tolist() for name, array in self.arrays.items()},
+            },
+            ensure_ascii=False,
+        )
 
     @classmethod
     def load_npz(cls, path: str | Path) -> AttentionResult:

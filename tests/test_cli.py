@@ -71,3 +71,19 @@ def test_bad_arguments_give_one_line_and_nonzero_exit(tmp_path):
         assert done.returncode != 0, args
         assert done.stderr.startswith("error: ") and done.stderr.strip().count("\n") == 0, (args, done.stderr)
         assert "Traceback" not in done.stderr
+
+
+def test_export_writes_an_offline_html_heatmap(tmp_path):
+    out = tmp_path / "fig.html"
+    done = cli("export", "--model", "minilm", "--text", SENTENCE, "--view", "head", "--layer", "3",
+               "--head", "1", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    html = out.read_text(encoding="utf-8")
+    assert "layer 3, head 1" in html and '"animal"' in html and "<script src=" not in html
+
+
+def test_export_rejects_out_of_range_layer_and_unknown_view(tmp_path):
+    out = str(tmp_path / "fig.html")
+    for args in (("--view", "head", "--layer", "6"), ("--view", "sankey"), ("--view", "head", "--head", "x")):
+        done = cli("export", "--text", "hi", *args, "--out", out)
+        assert done.returncode != 0 and done.stderr.startswith("error: ") and "Traceback" not in done.stderr

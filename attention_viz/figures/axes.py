@@ -1,0 +1,42 @@
+"""Token axes: one category per position, so repeated tokens ("the … the") never merge, with
+tick labels thinned on long inputs so they never overlap."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from ..tokens import unique_labels
+
+MAX_TICKS = 64  # more labels than this overlap on a ~900 px axis
+
+
+def plotly_text(text: str) -> str:
+    """Plotly renders a few HTML tags (<b>, <br>, <a>) in any text; escaping makes a token such as
+    "<b>" or "<script>" show literally (Plotly turns the entities back into characters)."""
+    return html.escape(text, quote=False)
+
+
+def categories(labels: Sequence[str]) -> list[str]:
+    """Unique per-position axis values ("the", "the₂"): what hover shows."""
+    return [plotly_text(label) for label in unique_labels(list(labels))]
+
+
+def token_axis(labels: Sequence[str], max_ticks: int = MAX_TICKS) -> dict:
+    """Plotly axis settings: categorical over positions, ticks = the plain token text.
+
+    Beyond ``max_ticks`` tokens only every k-th position is labelled (hover still names each).
+    """
+    values = categories(labels)
+    step = max(1, -(-len(values) // max_ticks))  # ceiling division
+    shown = range(0, len(values), step)
+    return dict(
+        type="category",
+        categoryorder="array",
+        categoryarray=values,
+        tickmode="array",
+        tickvals=[values[i] for i in shown],
+        ticktext=[plotly_text(labels[i]) for i in shown],
+        tickfont=dict(size=12 if len(values) <= 40 else 9),
+        showgrid=False,
+    )

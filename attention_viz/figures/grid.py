@@ -1,0 +1,80 @@
+"""All heads at a glance: a layers × heads grid of small attention maps, drawn as ONE heatmap.
+
+One trace instead of layers × heads subplots keeps the figure fast to build and small to send:
+each map is block-averaged down to at most ``thumb`` × ``thumb`` cells and the tiles are laid out
+in one matrix with blank (NaN) gutters between them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+THUMB = 40  # cells per thumbnail side; 6 × 12 heads × 40² float32 ≈ 0.5 MB on the wire
+
+
+def downsample(pattern: np.ndarray, size: int) -> np.ndarray:
+    """Block-average the last two axes to at most ``size`` × ``size`` (a no-op when smaller)."""
+    rows, cols = pattern.shape[-2:]
+
+    def blocks(n: int) -> np.ndarray:
+        return np.linspace(0, n, min(n, size) + 1).round().astype(int)
+
+    r, c = blocks(rows), blocks(cols)
+    if len(r) - 1 == rows and len(c) - 1 == cols:
+        return pattern
+    summed = np.add.reduceat(np.add.reduceat(pattern, r[:-1], axis=-2), c[:-1], axis=-1)
+    counts = np.outer(np.diff(r), np.diff(c))
+    return summed / counts
+
+
+def tile(stack: np.ndarray, thumb: int = THUMB) -> np.ndarray:
+    """[layers, heads, q, k] → one 2-D image with a NaN gutter of one cell between tiles."""
+    small = downsample(stack.astype(np.float32), thumb)
+    layers, heads, rows, cols = small.shape
+    image = np.full((layers * (rows + 1) - 1, heads * (cols + 1) - 1), np.nan, dtype=np.float32)
+    for layer in range(layers):
+        for head in range(heads):
+            top, left = layer * (rows + 1), head * (cols + 1)
+            image[top : top + rows, left : left + cols] = small[layer, head]
+    return image
+
+
+def _tile_ticks(name: str, count: int, pitch: int) -> dict:
+    """One tick at the middle of each tile row or column, named "head 3" / "layer 2"."""
+    return dict(
+        tickmode="array",
+        tickvals=[i * pitch + (pitch - 2) / 2 for i in range(count)],
+        ticktext=[f"{name} {i}" for i in range(count)],
+        showgrid=False,
+        zeroline=False,
+    )
+
+
+def heads_grid(stack: np.ndarray, title: str = "", thumb: int = THUMB, zmax: float | None = None) -> go.Figure:
+    """Thumbnails of every head; x ticks name heads, y ticks name layers (both 0-indexed)."""
+    layers, heads = stack.shape[:2]
+    image = tile(stack, thumb)
+    rows = (image.shape[0] + 1) // layers  # tile height including its gutter
+    cols = (image.shape[1] + 1) // heads
+    figure = go.Figure(
+        go.Heatmap(
+            z=image,
+            colorscale="Blues",
+            zmin=0.0,
+            zmax=zmax if zmax is not None else float(np.nanmax(image)) if np.isfinite(image).any() else 1.0,
+            hoverongaps=False,
+            hovertemplate="weight %{z:.3f}<extra></extra>",
+            colorbar=dict(title=dict(text="weight"), thickness=12),
+        )
+    )
+    figure.update_layout(
+        title=dict(text=title),
+        xaxis=dict(_tile_ticks("head", heads, cols), side="top", constrain="domain"),
+        yaxis=dict(_tile_ticks("layer", layers, rows), autorange="reversed", scaleanchor="x"),
+        height=int(min(1100, max(300, 70 * layers * 12 / max(heads, 1) + 120))),
+        margin=dict(l=10, r=10, t=60 if title else 40, b=10),
+        template="plotly_white",
+        plot_bgcolor="white",
+    )
+    return figure

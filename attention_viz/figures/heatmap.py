@@ -1,0 +1,64 @@
+"""The attention heatmap of one head (or a head mean/max): query rows × key columns."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .axes import categories, token_axis
+
+HOVER = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"
+
+
+def attention_heatmap(
+    pattern: np.ndarray,
+    query_labels: Sequence[str],
+    key_labels: Sequence[str] | None = None,
+    title: str = "",
+    threshold: float = 0.0,
+    zmax: float | None = None,
+    colorbar_title: str = "weight",
+    hover: str = HOVER,
+    diverging: bool = False,
+) -> go.Figure:
+    """``pattern`` [query, key] as a heatmap; weights below ``threshold`` are left blank.
+
+    ``diverging`` draws signed values (a difference of two patterns) red/blue around 0.
+
+    Values go to the browser as float32 binary arrays (compact), labels once per axis.
+    """
+    key_labels = query_labels if key_labels is None else key_labels
+    if pattern.shape != (len(query_labels), len(key_labels)):
+        raise ValueError(f"pattern {pattern.shape} does not match {len(query_labels)}×{len(key_labels)} tokens")
+    z = np.asarray(pattern, dtype=np.float32)
+    if threshold > 0:
+        z = np.where(z >= threshold, z, np.nan).astype(np.float32)
+    finite = z[np.isfinite(z)]
+    top = zmax if zmax is not None else (float(np.abs(finite).max()) if finite.size else 1.0)
+    top = top if top > 0 else 1.0
+    n = max(len(query_labels), len(key_labels))
+    size = int(min(900, max(420, 22 * n + 160)))
+    figure = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=categories(key_labels),
+            y=categories(query_labels),
+            colorscale="RdBu_r" if diverging else "Blues",
+            zmin=-top if diverging else 0.0,
+            zmax=top,
+            hovertemplate=hover,
+            colorbar=dict(title=dict(text=colorbar_title)),
+            hoverongaps=False,
+        )
+    )
+    figure.update_layout(
+        title=dict(text=title),
+        xaxis=dict(token_axis(key_labels), title="key (attended to)", side="top", tickangle=-60),
+        yaxis=dict(token_axis(query_labels), title="query (attending)", autorange="reversed"),
+        height=size,
+        margin=dict(l=10, r=10, t=110 if title else 90, b=10),
+        template="plotly_white",
+    )
+    return figure

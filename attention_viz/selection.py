@@ -1,0 +1,95 @@
+"""From a result and the user's choices to the one matrix a view draws (pure numpy).
+
+The choices: which attention (encoder self, decoder self, cross), layer, head or a reduction over
+heads (mean, max), word-level grouping, hiding special tokens, and a display threshold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .analysis import drop_special, head_max, head_mean
+from .result import AttentionResult
+from .tokens import Tokens, group_words
+
+Group = tuple[str, str]  # (part, attention), e.g. ("decoder", "cross_attn")
+GROUP_NAMES = {
+    ("encoder", "self_attn"): "encoder self-attention",
+    ("decoder", "self_attn"): "decoder self-attention (causal)",
+    ("decoder", "cross_attn"): "cross-attention (target → source)",
+}
+REDUCTIONS = ("mean", "max")
+
+
+@dataclass(frozen=True)
+class Choice:
+    group: Group = ("encoder", "self_attn")
+    layer: int = 0
+    head: int | str = 0  # a head index, or "mean" / "max" over heads
+    words: bool = False
+    hide_special: bool = False
+    threshold: float = 0.0
+
+
+@dataclass
+class Displayed:
+    matrix: np.ndarray  # [query, key]
+    query_labels: list[str]
+    key_labels: list[str]
+    notes: list[str] = field(default_factory=list)  # what the page must tell the user
+
+
+def group_tokens(result: AttentionResult, group: Group) -> tuple[Tokens, Tokens]:
+    """(query tokens, key tokens) of an attention: cross-attention reads target → source."""
+    target = result.target_tokens if result.target_tokens is not None else result.tokens
+    if group == ("encoder", "self_attn"):
+        return result.tokens, result.tokens
+    if group == ("decoder", "self_attn"):
+        return target, target
+    return target, result.tokens
+
+
+def reduce_heads(layer_patterns: np.ndarray, head: int | str) -> np.ndarray:
+    """[heads, q, k] → [q, k]: one head, or the mean / max over heads."""
+    if head == "mean":
+        return head_mean(layer_patterns)
+    if head == "max":
+        return head_max(layer_patterns)
+    return layer_patterns[int(head)]
+
+
+def unit_special(tokens: Tokens, words: bool) -> np.ndarray:
+    """Which display units are special tokens (units are tokens, or words when grouped)."""
+    if not words:
+        return np.array(tokens.special, dtype=bool)
+    return np.array([len(g) == 1 and tokens.special[g[0]] for g in tokens.word_groups()], dtype=bool)
+
+
+def displayed(result: AttentionResult, choice: Choice) -> Displayed:
+    part, attn = choice.group
+    patterns = result.arrays[f"{part}.layers.{choice.layer}.{attn}.pattern"]  # [heads, q, k]
+    matrix = reduce_heads(patterns, choice.head)
+    query_tokens, key_tokens = group_tokens(result, choice.group)
+    notes = []
+    if choice.head == "max":
+        notes.append("Max over heads: each cell is its strongest head, so rows no longer sum to 1.")
+    if choice.words:
+        matrix, query_labels = group_words(matrix, query_tokens, key_tokens=key_tokens)
+        key_labels = key_tokens.words()
+        notes.append("Word level: a word's pieces are summed as keys and averaged as queries (rows still sum to 1).")
+    else:
+        query_labels, key_labels = list(query_tokens.labels), list(key_tokens.labels)
+    if choice.hide_special:
+        q_special, k_special = unit_special(query_tokens, choice.words), unit_special(key_tokens, choice.words)
+        if (~q_special).any() and (~k_special).any():
+            matrix, rows, cols = drop_special(matrix, q_special, k_special)
+            query_labels = [query_labels[i] for i in rows]
+            key_labels = [key_labels[i] for i in cols]
+            notes.append("Special tokens hidden: each row is renormalized over the remaining tokens.")
+        else:
+            notes.append("Nothing left once special tokens are hidden, so they are shown.")
+    if choice.threshold > 0:
+        notes.append(f"Weights below {choice.threshold:.2f} are left blank.")
+    return Displayed(matrix.astype(np.float32), query_labels, key_labels, notes)

@@ -1,0 +1,1 @@
+"""The Streamlit side: widgets, caching and page layout only. All computing is elsewhere."""

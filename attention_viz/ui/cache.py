@@ -1,0 +1,26 @@
+"""Models and results, cached per process and shared by every session.
+
+Results use ``st.cache_resource`` rather than ``st.cache_data``: cache_data would unpickle a fresh
+copy (up to ~75 MB of patterns at 512 tokens) on every rerun, i.e. on every slider move. Results
+are never mutated, so sharing one object is safe.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ..backends.base import Backend
+from ..backends.registry import load_backend
+from ..result import AttentionResult
+
+MAX_RESULTS = 24  # ≈ 24 × 75 MB at the 512-token worst case
+
+
+@st.cache_resource(show_spinner="Loading the model…")
+def backend(name: str) -> Backend:
+    return load_backend(name)
+
+
+@st.cache_resource(max_entries=MAX_RESULTS, show_spinner="Running the model…")
+def run(name: str, text: str, target: str | None = None) -> AttentionResult:
+    return backend(name).run(text, target=target, kinds=("pattern",))

@@ -1,0 +1,1 @@
+"""One module per view; each exposes ``render(result, request)``."""

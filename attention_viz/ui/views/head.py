@@ -1,0 +1,29 @@
+"""Head heatmap: one layer and head (or the mean / max over heads) of any attention."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ...figures.heatmap import attention_heatmap
+from ...result import AttentionResult
+from ...selection import Choice, displayed
+from ..controls import attention_picker, layer_head_picker
+from ..export import figure_downloads
+
+
+def render(result: AttentionResult) -> dict:
+    group = attention_picker(result, key="head_group")
+    layer, head = layer_head_picker(result, group, key="head")
+    options = st.columns(3)
+    hide_special = options[0].checkbox("Hide special tokens", key="head_hide_special")
+    words = options[1].checkbox("Word level", key="head_words")
+    threshold = options[2].slider("Threshold", 0.0, 0.5, 0.0, 0.01, key="head_threshold")
+    shown = displayed(result, Choice(group, layer, head, words, hide_special, threshold))
+    for note in shown.notes:
+        st.caption(note)
+    title = f"layer {layer}, {'head ' + str(head) if isinstance(head, int) else head + ' of heads'}"
+    figure = attention_heatmap(shown.matrix, shown.query_labels, shown.key_labels, title=title,
+                               threshold=threshold)
+    st.plotly_chart(figure, key="head_chart", config={"displaylogo": False})
+    figure_downloads(figure, f"attention-L{layer}-H{head}", key="head")
+    return {"layer": layer, "head": head}
