@@ -21,7 +21,7 @@ browser:
 	@command -v chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium chromium-driver fonts-noto-cjk; }
 
 run: install
-	$(VENV)/bin/streamlit run app.py --server.port $(PORT) --server.headless true \
+	$(VENV)/bin/streamlit run app.py --server.port $(PORT) --server.headless true --client.toolbarMode viewer \
 		--browser.gatherUsageStats false
 
 test: install browser

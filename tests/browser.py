@@ -1,0 +1,82 @@
+"""Helpers for the real-browser tests: the app served as the README says, and Debian's Chromium
+driven by Playwright (never a downloaded browser)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from playwright.sync_api import Browser, Page, sync_playwright
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def served_app(timeout: float = 90) -> Iterator[str]:
+    """`make run` on a free port; yields the base URL once the health endpoint answers."""
+    port = free_port()
+    log = open(ROOT / "artifacts" / f"server-{port}.log", "w") if (ROOT / "artifacts").is_dir() else subprocess.DEVNULL
+    server = subprocess.Popen(["make", "run", f"PORT={port}"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True, env={**os.environ})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the app did not start (exit code {server.poll()})")
+            time.sleep(0.2)
+        yield url
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+
+
+@contextmanager
+def chromium() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def wait_for_heatmap(page: Page, title: str | None = None, timeout: float = 60_000) -> None:
+    """Until a Plotly heatmap is drawn (and, if given, its title contains ``title``)."""
+    page.wait_for_selector(".js-plotly-plot .heatmaplayer image, .js-plotly-plot .hm image", timeout=timeout)
+    if title is not None:
+        page.wait_for_function(
+            "t => [...document.querySelectorAll('.js-plotly-plot .gtitle')].some(e => e.textContent.includes(t))",
+            arg=title, timeout=timeout,
+        )
+
+
+def x_tick_labels(page: Page, chart: int = 0) -> list[str]:
+    plot = page.locator(".js-plotly-plot").nth(chart)
+    return plot.locator(".xtick text").all_text_contents()

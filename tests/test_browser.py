@@ -1,0 +1,69 @@
+"""End to end in a real browser: the server started as the README does, Debian's Chromium."""
+
+import urllib.parse
+
+import pytest
+
+from browser import ROOT, chromium, served_app, wait_for_heatmap, x_tick_labels
+
+SCREENSHOT = ROOT / "docs" / "screenshot.png"
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    with served_app() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture
+def page(browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    yield page
+    page.close()
+    assert not errors, errors
+
+
+def test_type_a_sentence_choose_layer_and_head_and_see_its_tokens(app_url, page):
+    page.goto(app_url)
+    wait_for_heatmap(page, "layer 0, head 0")
+    sentence = "Paris is the capital of France"
+    box = page.get_by_label("Sentence", exact=True).and_(page.locator("input"))
+    box.fill(sentence)
+    box.press("Enter")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.js-plotly-plot .xtick text')].some(e => e.textContent === 'Paris')",
+        timeout=60_000,
+    )
+    layer = page.get_by_role("slider").first
+    layer.focus()
+    for _ in range(2):
+        layer.press("ArrowRight")
+    wait_for_heatmap(page, "layer 2, head 0")
+    head = page.get_by_role("slider").nth(1)
+    head.focus()
+    for _ in range(5):
+        head.press("ArrowRight")
+    wait_for_heatmap(page, "layer 2, head 5")
+    assert x_tick_labels(page) == ["[CLS]", "Paris", "is", "the", "capital", "of", "France", "[SEP]"]
+    assert "layer=2" in page.url and "head=5" in page.url and "Paris" in urllib.parse.unquote_plus(page.url)
+
+
+def test_a_shared_url_opens_that_exact_view_and_makes_the_readme_screenshot(app_url, page):
+    text = "The animal didn't cross the street because it was too tired."
+    query = urllib.parse.urlencode({"model": "minilm", "text": text, "view": "head", "layer": 3, "head": 1})
+    page.goto(f"{app_url}/?{query}")
+    wait_for_heatmap(page, "layer 3, head 1")
+    labels = x_tick_labels(page)
+    assert labels[:4] == ["[CLS]", "The", "animal", "didn"] and labels.count("the") == 1
+    page.wait_for_timeout(500)  # let the colour bar and fonts settle
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT), full_page=False)
+    assert SCREENSHOT.stat().st_size > 20_000
