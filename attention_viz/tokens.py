@@ -156,6 +156,13 @@ _COMBINING_CATEGORIES = {"Mn", "Me"}
 _TRAILING_CATEGORIES = {"Mn", "Me", "Cf"}
 
 
+def _control_picture(c: str) -> str:
+    code = ord(c)
+    if code < 0x20:
+        return chr(0x2400 + code)
+    return "␡" if code == 0x7F else c
+
+
 def _visible(label: str) -> str:
     """Make a label printable on one line and never empty (see the module docstring)."""
     label = label.replace("\r\n", "\n")
@@ -164,8 +171,9 @@ def _visible(label: str) -> str:
         if not label:
             return "∅"
         return "".join(_WHITESPACE_SYMBOLS.get(c, "␣") for c in label)
-    # Why: a label must fit on one axis tick; inner line breaks/tabs become symbols.
-    label = "".join(_WHITESPACE_SYMBOLS.get(c, c) for c in stripped)
+    # Why: a label must fit on one axis tick; inner line breaks/tabs become symbols, and control
+    # characters (NUL, ESC, ...) their Unicode "control picture" (␀, ␛) so nothing invisible hides.
+    label = "".join(_WHITESPACE_SYMBOLS.get(c, _control_picture(c)) for c in stripped)
     categories = {unicodedata.category(c) for c in label}
     if categories <= _COMBINING_CATEGORIES:
         return "◌" + label  # a lone combining mark, shown the way Unicode charts show it

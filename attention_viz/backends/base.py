@@ -14,6 +14,24 @@ class ModelError(ValueError):
     """A problem the user can fix (unknown name, bad folder, refused checkpoint): shown as one line."""
 
 
+def check_text(text: str, what: str = "text") -> str:
+    """The text if a model can read it; a ModelError that says why otherwise."""
+    if not text or not text.strip():
+        raise ModelError(f"the {what} is empty: type a sentence")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:  # lone surrogates, e.g. undecodable bytes from a shell
+        raise ModelError(f"the {what} is not valid Unicode (character {error.start + 1} is a lone surrogate)") from None
+    return text
+
+
+def require_readable(tokens: Tokens) -> Tokens:
+    """Refuse a text whose every token was added by the tokenizer (e.g. only zero-width spaces)."""
+    if all(span is None for span in tokens.offsets):
+        raise ModelError("the text has nothing the model can read (only invisible or control characters)")
+    return tokens
+
+
 class Backend(ABC):
     """A loaded model that turns text into captured attention.
 

@@ -47,7 +47,7 @@ from ..model import Shape
 from ..result import AttentionResult
 from ..tokens import Tokens, from_encoding, tokenize
 from ..weights.safetensors_io import check_folder, read_config, safetensors_files
-from .base import Backend, ModelError
+from .base import Backend, ModelError, check_text, require_readable
 
 ALLOW_DOWNLOAD_ENV = "ATTENTION_VIZ_ALLOW_DOWNLOAD"
 MAX_NEW_TOKENS = 64  # greedy generation budget for encoder–decoder models without a target
@@ -196,7 +196,8 @@ class HFBackend(Backend):
 
     # -- running ---------------------------------------------------------------------------------
     def tokenize(self, text: str) -> tuple[Tokens, int]:
-        return tokenize(self.tokenizer, text, self.max_tokens)
+        tokens, dropped = tokenize(self.tokenizer, check_text(text), self.max_tokens)
+        return require_readable(tokens), dropped
 
     def run(
         self, text: str, target: str | None = None, kinds: Collection[str] | None = ("pattern",)

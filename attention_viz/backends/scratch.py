@@ -14,7 +14,7 @@ from ..result import AttentionResult
 from ..tokens import Tokens, load_tokenizer, tokenize
 from ..weights.bert import build_bert
 from ..weights.safetensors_io import read_config, read_safetensors
-from .base import Backend, ModelError
+from .base import Backend, ModelError, check_text, require_readable
 
 
 class ScratchEncoderBackend(Backend):
@@ -36,7 +36,8 @@ class ScratchEncoderBackend(Backend):
         return cls(name, model, load_tokenizer(folder))
 
     def tokenize(self, text: str) -> tuple[Tokens, int]:
-        return tokenize(self.tokenizer, text, self.max_tokens)
+        tokens, dropped = tokenize(self.tokenizer, check_text(text), self.max_tokens)
+        return require_readable(tokens), dropped
 
     def run(
         self,

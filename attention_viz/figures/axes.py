@@ -9,6 +9,11 @@ from collections.abc import Sequence
 from ..tokens import unique_labels
 
 MAX_TICKS = 64  # more labels than this overlap on a ~900 px axis
+MAX_LABEL = 24  # characters of one tick label; a 2,000-character "word" must not eat the figure
+
+
+def shorten(label: str, limit: int = MAX_LABEL) -> str:
+    return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
 def plotly_text(text: str) -> str:
@@ -18,8 +23,8 @@ def plotly_text(text: str) -> str:
 
 
 def categories(labels: Sequence[str]) -> list[str]:
-    """Unique per-position axis values ("the", "the₂"): what hover shows."""
-    return [plotly_text(label) for label in unique_labels(list(labels))]
+    """Unique per-position axis values ("the", "the₂"): what hover shows (long labels shortened)."""
+    return [plotly_text(label) for label in unique_labels([shorten(label) for label in labels])]
 
 
 def token_axis(labels: Sequence[str], max_ticks: int = MAX_TICKS) -> dict:
@@ -36,7 +41,7 @@ def token_axis(labels: Sequence[str], max_ticks: int = MAX_TICKS) -> dict:
         categoryarray=values,
         tickmode="array",
         tickvals=[values[i] for i in shown],
-        ticktext=[plotly_text(labels[i]) for i in shown],
+        ticktext=[plotly_text(shorten(labels[i])) for i in shown],
         tickfont=dict(size=12 if len(values) <= 40 else 9),
         showgrid=False,
     )

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from ..backends.registry import HF_PREFIX, MODELS
+from ..backends.registry import HF_PREFIX, MODELS, unknown_model_message
 
 EXAMPLES = {
     "Coreference — tired (it → animal)": "The animal didn't cross the street because it was too tired.",
@@ -42,6 +42,8 @@ def model_picker() -> str:
         st.session_state["model_choice"] = HF_CHOICE
     elif current in names:
         st.session_state.setdefault("model_choice", current)
+    elif "model_choice" not in st.session_state:  # an unknown name from a link: say so, show the default
+        st.warning(unknown_model_message(current) + f". Showing {names[0]}.")
     choice = st.selectbox(
         "Model", names + [HF_CHOICE], key="model_choice",
         format_func=lambda n: n if n == HF_CHOICE else f"{n} — {MODELS[n].description}",

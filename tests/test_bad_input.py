@@ -1,0 +1,133 @@
+"""Hostile and odd input, in the app (AppTest) and on the command line: a clear message or a
+correct result, never a traceback, and the user's text is kept."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from attention_viz.cli import main
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+TEXTS = {
+    "empty": "",
+    "whitespace": "   \t  ",
+    "newlines only": "\n\n\r\n",
+    "10k characters": ("The quick brown fox jumps over the lazy dog. " * 230)[:10_000],
+    "emoji": "I ❤️ attention 🤖🚀 👩‍👩‍👧‍👦",
+    "emoji only": "🤖" * 40,
+    "chinese": "我喜欢吃苹果",
+    "japanese": "東京は日本の首都です",
+    "korean": "안녕하세요 세계",
+    "arabic": "القطة جلست على السجادة",
+    "hebrew": "שלום עולם",
+    "mixed direction": "abc שלום 123 مرحبا def",
+    "rtl override": "\u202eevil\u202c text",
+    "zero-width only": "\u200b\u200c\u200d\ufeff",
+    "zero-width inside": "Hello\u200bworld and\u200dmore",
+    "combining": "e\u0301le\u0300ve Z̷̢a̸l̵g̶o̷",
+    "control characters": "\x01\x02\x1b[31mred\x1b[0m",
+    "nul": "a\x00b c\x00",
+    "script tag": "<script>alert('x')</script> hello",
+    "img onerror": '<img src=x onerror="alert(1)"> cat',
+    "svg onload": "\"'><svg onload=alert(1)>",
+    "html entities": "&lt;b&gt; &amp; &#60;script&#62;",
+    "markdown and latex": "**bold** _it_ `code` $x^2$ $$\\frac{1}{0}$$ [link](javascript:alert(1))",
+    "one 2,000-character word": "a" * 2000,
+    "special tokens only": "[CLS] [SEP] [MASK]",
+    "special tokens mixed": "[PAD] [UNK] <s></s> <pad> <|endoftext|>",
+    "512 masks": " ".join(["[MASK]"] * 600),
+    "punctuation only": "!!! ??? ... ;;; ---",
+    "numbers": "3.14159 2.71828 1e10 -0 0x1F",
+    "url": "https://example.com/?q=<x>&y=1#frag",
+    "sql": "'; DROP TABLE users; --",
+    "tabs and newlines": "line one\nline two\r\nline\tthree",
+    "lone surrogate": "bad \ud800 text",
+}
+
+
+def visible_messages(at: AppTest) -> list[str]:
+    return [m.value for m in (*at.error, *at.warning, *at.info)]
+
+
+# A lone surrogate cannot reach the app: browsers and URLs carry only valid UTF-8 (the command
+# line can receive one from undecodable bytes, so it is tested there).
+APP_TEXTS = [name for name in TEXTS if name != "lone surrogate"]
+
+
+@pytest.mark.parametrize("name", APP_TEXTS)
+def test_app_handles_it(name):
+    text = TEXTS[name]
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.text_input(key="text").set_value(text).run()
+    assert not at.exception, at.exception
+    charts = at.get("plotly_chart")
+    assert charts or visible_messages(at), "neither a figure nor a message"
+    assert at.text_input(key="text").value == text  # the user's text is kept
+    if not text.strip():
+        assert any("Type a sentence" in m for m in visible_messages(at))
+    if name == "10k characters":
+        assert any("were dropped" in m for m in visible_messages(at))
+
+
+@pytest.mark.parametrize("name", list(TEXTS))
+def test_command_line_handles_it(name, tmp_path, capsys):
+    out = tmp_path / "r.npz"
+    code = main(["run", "--model", "minilm", "--text", TEXTS[name], "--out", str(out)])
+    captured = capsys.readouterr()
+    if code == 0:
+        data = np.load(out)
+        assert data["encoder.layers.5.self_attn.pattern"].shape[1] == len(data["tokens"])
+        if name == "10k characters":
+            assert "dropped" in captured.out and len(data["tokens"]) == 512
+    else:
+        assert captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
+        assert "Traceback" not in captured.err
+    if name in ("empty", "whitespace", "newlines only", "zero-width only", "lone surrogate"):
+        assert code != 0
+
+
+@pytest.mark.parametrize("model", ["gpt-17", "hf:", "hf:/no/such/folder", "MINILM", "minilm; rm -rf /"])
+def test_unknown_models_get_one_line(model, tmp_path, capsys):
+    assert main(["run", "--model", model, "--text", "hi", "--out", str(tmp_path / "r.npz")]) != 0
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_unknown_model_in_a_link_is_named_in_the_app():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["model"] = "gpt-17"
+    at.run()
+    assert not at.exception
+    assert any("unknown model 'gpt-17'" in w.value for w in at.warning)
+    assert at.get("plotly_chart")  # and the default model still shows the sentence
+
+
+def write_folder(root: Path, files: dict[str, bytes]) -> Path:
+    root.mkdir()
+    for name, content in files.items():
+        (root / name).write_bytes(content)
+    return root
+
+
+def test_pickle_only_folder_is_refused(tmp_path, capsys):
+    folder = write_folder(tmp_path / "pickled", {"config.json": b'{"model_type": "bert"}', "pytorch_model.bin": b"\x80\x04"})
+    assert main(["run", "--model", f"hf:{folder}", "--text", "hi", "--out", str(tmp_path / "r.npz")]) != 0
+    assert re.search(r"pickle checkpoint .*safetensors only", capsys.readouterr().err)
+
+
+def test_corrupt_config_is_reported_with_its_position(tmp_path, capsys):
+    folder = write_folder(tmp_path / "corrupt", {"config.json": b'{"model_type": "bert",', "model.safetensors": b""})
+    assert main(["run", "--model", f"hf:{folder}", "--text", "hi", "--out", str(tmp_path / "r.npz")]) != 0
+    err = capsys.readouterr().err
+    assert "config.json" in err and "line 1" in err and err.count("\n") == 1
+
+
+def test_a_path_that_is_a_file_is_refused(tmp_path, capsys):
+    file = tmp_path / "model.txt"
+    file.write_text("not a model")
+    assert main(["run", "--model", f"hf:{file}", "--text", "hi", "--out", str(tmp_path / "r.npz")]) != 0
+    assert "is not a folder" in capsys.readouterr().err
