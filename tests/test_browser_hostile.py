@@ -1,0 +1,69 @@
+"""Hostile text in a real browser: HTML and JavaScript in the sentence show as literal text in
+every view and in the exported HTML; no dialog fires and no element is injected."""
+
+import urllib.parse
+
+import pytest
+
+from browser import chromium, served_app, wait_for_heatmap
+
+HOSTILE = "<script>alert('x')</script> <img src=x onerror=alert(1)> \"'><svg onload=alert(2)> it"
+INJECTED = """() => ({
+    handlers: document.querySelectorAll('[onerror],[onload]').length,
+    images: [...document.querySelectorAll('img')].filter(i => i.getAttribute('src') === 'x').length,
+    svgs: [...document.querySelectorAll('svg')].filter(s => s.getAttribute('onload')).length,
+    scripts: [...document.querySelectorAll('script')].filter(s => s.textContent.includes("alert(")).length,
+})"""
+CLEAN = {"handlers": 0, "images": 0, "svgs": 0, "scripts": 0}
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    with served_app() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as b:
+        yield b
+
+
+@pytest.mark.parametrize("view", ["head", "grid", "compare", "focus", "layers"])
+def test_hostile_text_stays_text_in_every_view(app_url, browser, view):
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(f"{app_url}/?{urllib.parse.urlencode({'text': HOSTILE, 'view': view})}")
+    wait_for_heatmap(page)
+    page.wait_for_timeout(800)  # give any injected handler the chance to fire
+    assert dialogs == []
+    assert page.evaluate(INJECTED) == CLEAN
+    # the markup is shown as tokens, literally: "<", "script", ">" on an axis or in the text
+    shown = page.evaluate("() => [...document.querySelectorAll('text, span')].map(e => e.textContent.trim())")
+    assert "<" in shown and "script" in shown and "alert" in shown
+    page.close()
+
+
+def test_exported_html_of_hostile_text_is_inert(app_url, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    page.goto(f"{app_url}/?{urllib.parse.urlencode({'text': HOSTILE, 'view': 'head'})}")
+    wait_for_heatmap(page)
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download figure (HTML, works offline)").click()
+    path = tmp_path / "figure.html"
+    download.value.save_as(path)
+    page.close()
+
+    exported = browser.new_page()
+    dialogs: list[str] = []
+    exported.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    requests: list[str] = []
+    exported.on("request", lambda r: requests.append(r.url))
+    exported.goto(path.as_uri())
+    wait_for_heatmap(exported)
+    exported.wait_for_timeout(800)
+    assert dialogs == [] and exported.evaluate(INJECTED) == CLEAN
+    assert all(url.startswith(("file:", "data:", "blob:")) for url in requests), requests  # offline
+    assert "script" in exported.locator(".xtick text").all_text_contents()
+    exported.close()
