@@ -14,15 +14,20 @@ from attention_viz.ui import cache
 from attention_viz.ui.export import result_downloads
 from attention_viz.ui.inputs import request_panel
 from attention_viz.ui.state import seed_from_url, write_to_url
-from attention_viz.ui.views import compare, focus, grid, head, layers
+from attention_viz.ui.views import basics, compare, focus, grid, head, inside, layers, positional
 
+# view key (used in the URL) → (label, render function). Views in STANDALONE need no model run.
 VIEWS = {
     "head": ("Head heatmap", head.render),
     "grid": ("All heads", grid.render),
     "compare": ("Compare", compare.render),
     "focus": ("Token focus", focus.render),
     "layers": ("Across layers", layers.render),
+    "inside": ("Inside one head", inside.render),
+    "positional": ("Positional encoding", positional.render),
+    "basics": ("Basics: the formulas", basics.render),
 }
+STANDALONE = {"basics"}
 
 st.set_page_config(page_title="attention-viz", page_icon="🔍", layout="wide")
 seed_from_url()
@@ -35,23 +40,34 @@ with st.sidebar:
 
 st.title("attention-viz")
 choices: dict = {}
-if not request.text.strip():
-    st.info("Type a sentence in the sidebar (or pick an example) to see its attention.")
-else:
+
+
+def run_model():
+    """The cached result of the request, or None after telling the user why not."""
+    if not request.text.strip():
+        st.info("Type a sentence in the sidebar (or pick an example) to see its attention.")
+        return None
     try:
         result = cache.run(request.model, request.text, request.target)
     except ModelError as error:
         st.error(str(error))
-        result = None
+        return None
     except Exception:  # never show a traceback to the user; the log keeps it
         logging.getLogger("attention_viz").exception("model run failed")
         st.error("Something went wrong while running the model; the details are in the server log.")
-        result = None
+        return None
+    dropped = result.meta.get("dropped", 0)
+    if dropped:
+        limit = cache.backend(request.model).max_tokens
+        st.warning(f"The text is longer than the model's {limit} tokens: the last {dropped} tokens were dropped.")
+    return result
+
+
+if view in STANDALONE:
+    choices = VIEWS[view][1](None) or {}
+else:
+    result = run_model()
     if result is not None:
-        dropped = result.meta.get("dropped", 0)
-        if dropped:
-            limit = cache.backend(request.model).max_tokens
-            st.warning(f"The text is longer than the model's {limit} tokens: the last {dropped} tokens were dropped.")
         choices = VIEWS[view][1](result) or {}
         with st.expander("Download the attention tensors"):
             result_downloads(result)

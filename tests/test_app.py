@@ -1,26 +1,9 @@
 """The Streamlit app, run headless by AppTest on the real default model."""
 
-import json
-from pathlib import Path
-
 import pytest
-from streamlit.testing.v1 import AppTest
+from apphelpers import app, charts
 
 from attention_viz.backends.scratch import ScratchEncoderBackend
-
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
-TIMEOUT = 120
-
-
-def app(**params: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    for key, value in params.items():
-        at.query_params[key] = value
-    return at.run()
-
-
-def charts(at: AppTest) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
 
 
 def axis_labels(spec: dict, axis: str = "xaxis") -> list[str]:

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from apphelpers import APP
 from attention_viz.cli import main
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 TEXTS = {
     "empty": "",

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .axes import categories, token_axis
+from .axes import categories, plotly_text, token_axis
 
 HOVER = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"
 
@@ -54,11 +54,12 @@ def attention_heatmap(
         )
     )
     figure.update_layout(
-        title=dict(text=title),
+        # the title sits at the very top of the container, above the top-side key axis and its title
+        title=dict(text=plotly_text(title), yref="container", y=0.99, yanchor="top", x=0.01, xanchor="left"),
         xaxis=dict(token_axis(key_labels), title="key (attended to)", side="top", tickangle=-60),
         yaxis=dict(token_axis(query_labels), title="query (attending)", autorange="reversed"),
         height=size,
-        margin=dict(l=10, r=10, t=110 if title else 90, b=10),
+        margin=dict(l=10, r=10, t=135 if title else 100, b=10),
         template="plotly_white",
     )
     return figure

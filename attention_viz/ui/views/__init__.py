@@ -1,1 +1,1 @@
-"""One module per view; each exposes ``render(result, request)``."""
+"""One module per view; each exposes ``render(result) -> dict`` (the choices to put in the URL)."""

@@ -1,0 +1,24 @@
+"""Shared helpers for the AppTest (headless Streamlit) tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+TIMEOUT = 120  # a cold model load is longer than AppTest's default 3 s
+
+
+def app(**params: str) -> AppTest:
+    """The app run once with these query parameters."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for key, value in params.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def charts(at: AppTest) -> list[dict]:
+    """Every Plotly figure on the page, as the JSON Streamlit sends."""
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]

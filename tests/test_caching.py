@@ -1,0 +1,73 @@
+"""Bounded caches and one model load per process, whatever the number of sessions."""
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from attention_viz.backends import registry
+from attention_viz.backends.scratch import ScratchEncoderBackend
+from attention_viz.ui import cache
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.fixture
+def forwards(monkeypatch):
+    calls = []
+    original = ScratchEncoderBackend.run
+
+    def counting(self, text, *args, **kwargs):
+        calls.append(text)
+        return original(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(ScratchEncoderBackend, "run", counting)
+    return calls
+
+
+def test_two_hundred_sentences_keep_the_result_cache_bounded(forwards):
+    cache.run.clear()
+    sentences = [f"Sentence number {i} talks about " + " ".join(["attention"] * 120) for i in range(200)]
+    before = rss_mb()
+    for sentence in sentences:
+        cache.run("minilm", sentence)
+    grown = rss_mb() - before
+    assert len(forwards) == 200
+    # each result holds 6 × 12 × 128² float32 ≈ 4.7 MB: unbounded, 200 of them would be ~940 MB
+    assert grown < 400, f"RSS grew by {grown:.0f} MB"
+    cache.run("minilm", sentences[-1])  # recent: still cached
+    assert len(forwards) == 200
+    cache.run("minilm", sentences[0])  # oldest: evicted, so it runs again
+    assert len(forwards) == 201
+    cache.run.clear()
+
+
+def test_a_model_loads_once_even_when_many_sessions_ask_at_once(monkeypatch):
+    loads = []
+    original = registry.MODELS["minilm"].load
+
+    def counting_load(name, folder):
+        loads.append(name)
+        return original(name, folder)
+
+    monkeypatch.setitem(registry.MODELS, "minilm", registry.MODELS["minilm"].__class__(
+        **{**registry.MODELS["minilm"].__dict__, "load": counting_load}))
+    monkeypatch.setattr(registry, "_loaded", {})
+    results = []
+    barrier = threading.Barrier(8)
+
+    def session():
+        barrier.wait()
+        results.append(registry.load_backend("minilm"))
+
+    threads = [threading.Thread(target=session) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert loads == ["minilm"] and len(results) == 8 and all(r is results[0] for r in results)
