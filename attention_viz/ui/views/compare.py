@@ -34,6 +34,7 @@ def two_heads(result: AttentionResult) -> dict:
     group = attention_picker(result, key="compare_group")
     left, right = st.columns(2)
     chosen = {}
+    st.session_state.setdefault("compare_b_layer", result.n_layers(*group) - 1)  # start on two different heads
     for column, side in ((left, "a"), (right, "b")):
         with column:
             layer, head = layer_head_picker(result, group, key=f"compare_{side}")
