@@ -14,7 +14,7 @@ from attention_viz.ui import cache
 from attention_viz.ui.export import result_downloads
 from attention_viz.ui.inputs import request_panel
 from attention_viz.ui.state import seed_from_url, write_to_url
-from attention_viz.ui.views import basics, compare, focus, grid, head, inside, layers, positional
+from attention_viz.ui.views import basics, causal, compare, encdec, focus, grid, head, inside, layers, positional
 
 # view key (used in the URL) → (label, render function). Views in STANDALONE need no model run.
 VIEWS = {
@@ -24,7 +24,9 @@ VIEWS = {
     "focus": ("Token focus", focus.render),
     "layers": ("Across layers", layers.render),
     "inside": ("Inside one head", inside.render),
+    "causal": ("Causal mask", causal.render),
     "positional": ("Positional encoding", positional.render),
+    "encdec": ("Encoder–decoder", encdec.render),
     "basics": ("Basics: the formulas", basics.render),
 }
 STANDALONE = {"basics"}

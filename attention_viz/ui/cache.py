@@ -22,5 +22,6 @@ def backend(name: str) -> Backend:
 
 
 @st.cache_resource(max_entries=MAX_RESULTS, show_spinner="Running the model…")
-def run(name: str, text: str, target: str | None = None) -> AttentionResult:
-    return backend(name).run(text, target=target, kinds=("pattern",))
+def run(name: str, text: str, target: str | None = None, kinds: tuple[str, ...] = ("pattern",)) -> AttentionResult:
+    """Most views need the patterns only; the explanation pages ask for q, k, scores too."""
+    return backend(name).run(text, target=target, kinds=kinds)

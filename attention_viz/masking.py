@@ -1,0 +1,40 @@
+"""The padding mask at work: a batch of sentences of different lengths through our Transformer's
+encoder, right-padded, with the padded keys masked (seed 004: padding must not take part in
+attention)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .hooks import capture
+from .model import Transformer
+
+
+@dataclass(frozen=True)
+class PaddedBatch:
+    ids: np.ndarray  # [B, T] with pad ids after each sentence
+    real: np.ndarray  # [B, T] True for real tokens: the padding mask over keys
+    patterns: np.ndarray  # [B, heads, T, T] encoder self-attention of ``layer``
+    alone: list[np.ndarray]  # each sentence run on its own, unpadded: [heads, n_b, n_b]
+
+
+def padded_batch(model: Transformer, sentences: list[list[int]], layer: int, pad_id: int) -> PaddedBatch:
+    """Run the sentences as one right-padded batch, and each alone for comparison."""
+    length = max(len(s) for s in sentences)
+    ids = torch.full((len(sentences), length), pad_id, dtype=torch.long)
+    for row, sentence in enumerate(sentences):
+        ids[row, : len(sentence)] = torch.tensor(sentence)
+    real = ids != pad_id
+    name = f"encoder.layers.{layer}.self_attn.pattern"
+    with torch.inference_mode():
+        with capture(names=[name]) as batch:
+            model.encode(ids, real)
+        alone = []
+        for sentence in sentences:
+            with capture(names=[name]) as single:
+                model.encode(torch.tensor([sentence]))
+            alone.append(single[name][0].numpy())
+    return PaddedBatch(ids.numpy(), real.numpy(), batch[name].numpy(), alone)

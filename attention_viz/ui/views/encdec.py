@@ -1,0 +1,119 @@
+"""Encoder–decoder: translation with the demo models. The source × target cross-attention (seed
+003's figure), greedy decoding step by step, teacher forcing versus inference (seed 004's two data
+flows), and the Transformer's alignment beside the Bahdanau RNN's."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ...backends.base import ModelError
+from ...backends.registry import MODELS, availability
+from ...figures.focus import highlighted_text
+from ...figures.heatmap import attention_heatmap
+from ...result import AttentionResult
+from ...selection import Choice, displayed
+from .. import cache
+from ..controls import layer_head_picker
+from ..fallback import result_with
+
+CROSS = ("decoder", "cross_attn")
+TRANSFORMER, RNN = "toy-translate", "toy-translate-rnn"
+
+
+def render(result: AttentionResult) -> dict:
+    st.markdown(
+        "In translation the decoder asks, for every word it writes, *which source words matter now?* Its "
+        "**cross-attention** takes queries from the decoder and keys and values from the encoder's output, so "
+        "each row below is a distribution over the source sentence: an alignment, learned without ever being "
+        "told which words correspond."
+    )
+    translated = result_with(result, CROSS, "has no decoder,")
+    if translated is None:
+        return {}
+    source = translated.tokens.text
+    if "translation" in translated.meta:
+        st.markdown(f"**Translation:** {escape_markdown(translated.meta['translation'])}")
+
+    st.subheader("1 · Cross-attention: target × source")
+    layer, head = layer_head_picker(translated, CROSS, key="encdec")
+    shown = displayed(translated, Choice(CROSS, layer, head))
+    st.plotly_chart(attention_heatmap(shown.matrix, shown.query_labels, shown.key_labels,
+                                      title=f"{translated.model}: layer {layer}, head {head}"), key="encdec_cross")
+    st.caption("Rows: what the decoder had read (<bos> + the words so far) when it predicted the next word.")
+
+    step_by_step(translated, layer)
+    data_flows(translated, source, layer)
+    beside_rnn(translated, source, layer)
+    return {"layer": layer, "head": head}
+
+
+def escape_markdown(text: str) -> str:
+    return "".join("\\" + c if c in "\\`*_{}[]()#+-.!<>|$~" else c for c in text)
+
+
+def step_by_step(translated: AttentionResult, layer: int) -> None:
+    st.subheader("2 · Greedy decoding, one step at a time")
+    predicted = translated.meta.get("predicted")
+    if translated.meta.get("flow") != "greedy decoding (inference)" or not predicted:
+        st.info("Leave the target empty to see the model decode on its own.")
+        return
+    steps = len(translated.target_tokens)
+    step = st.slider("Step", 1, steps, 1, key="encdec_step")
+    written = predicted[: step - 1]
+    st.markdown(f"Read so far: `<bos> {' '.join(written)}` → writes **{escape_markdown(predicted[step - 1])}**")
+    cross = translated.stack("pattern", *CROSS)[layer].mean(axis=0)  # [target, source], heads averaged
+    st.html(highlighted_text(list(translated.tokens.labels), cross[step - 1]))
+    st.caption("Source words shaded by the cross-attention of this step (layer mean over heads). The decoder is "
+               "causal, so this row is the same whether computed at this step or at the end.")
+
+
+def data_flows(translated: AttentionResult, source: str, layer: int) -> None:
+    st.subheader("3 · Teacher forcing (training) versus inference")
+    st.markdown("In **training** the decoder reads the correct translation shifted by one (`<bos>` + the gold "
+                "words) and predicts every next word at once. At **inference** it reads its own previous outputs, "
+                "one step at a time. Type a reference translation to compare the two flows.")
+    default = translated.meta.get("translation", "")
+    reference = st.text_input("Reference translation (teacher forcing)", value=default, key="encdec_reference")
+    if not reference.strip():
+        return
+    try:
+        forced = cache.run(translated.model, source, reference)
+        greedy = cache.run(translated.model, source, None)
+    except ModelError as error:
+        st.error(str(error))
+        return
+    left, right = st.columns(2)
+    for column, run, name in ((left, forced, "teacher forcing"), (right, greedy, "inference (greedy)")):
+        cross = run.stack("pattern", *CROSS)[layer].mean(axis=0)
+        column.plotly_chart(attention_heatmap(cross, list(run.target_tokens.labels), list(run.tokens.labels),
+                                              title=f"{name}: layer {layer}, mean of heads"), key=f"encdec_{name}")
+    predicted = forced.meta.get("predicted", [])
+    gold = reference.split()
+    hits = sum(p == g for p, g in zip(predicted, gold))
+    st.caption(f"With teacher forcing the model predicts {hits} of {len(gold)} reference words correctly at "
+               "their position, each from the gold prefix.")
+
+
+def beside_rnn(translated: AttentionResult, source: str, layer: int) -> None:
+    st.subheader("4 · The Transformer's alignment beside the Bahdanau RNN's")
+    if translated.model not in (TRANSFORMER, RNN):
+        return
+    other = RNN if translated.model == TRANSFORMER else TRANSFORMER
+    if other not in MODELS or not availability(other)[0]:
+        st.info(f"{other} is not available.")
+        return
+    try:
+        theirs = cache.run(other, source, None)
+    except ModelError as error:
+        st.error(str(error))
+        return
+    left, right = st.columns(2)
+    for column, run in ((left, translated), (right, theirs)):
+        stack = run.stack("pattern", *CROSS)
+        chosen = min(layer, len(stack) - 1)
+        column.plotly_chart(attention_heatmap(stack[chosen].mean(axis=0), list(run.target_tokens.labels),
+                                              list(run.tokens.labels), title=f"{run.model}: layer {chosen}, mean"),
+                            key=f"encdec_align_{run.model}")
+    st.caption("The RNN (Bahdanau et al. 2015) scores every encoder state against the decoder state with "
+               "vᵀ tanh(W_q q + W_k k); the Transformer with scaled dot products in several heads and layers. "
+               f"Their translations: “{translated.meta.get('translation', '')}” and “{theirs.meta.get('translation', '')}”.")
