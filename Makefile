@@ -24,10 +24,15 @@ browser:
 
 run: install
 	$(VENV)/bin/streamlit run app.py --server.port $(PORT) --server.headless true --client.toolbarMode viewer \
+		--server.fileWatcherType none \
 		--browser.gatherUsageStats false
 
 test: install browser
 	HF_HUB_OFFLINE=1 $(PY) -m pytest
+
+# Measured side by side (ours vs transformers SDPA and eager, figures, memory, browser); writes the table.
+bench: install browser
+	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.run --markdown benchmarks/RESULTS.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache

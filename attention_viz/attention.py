@@ -20,18 +20,27 @@ import torch
 class Attention(NamedTuple):
     context: torch.Tensor  # (..., Tq, d_v)
     pattern: torch.Tensor  # (..., Tq, Tk), rows sum to 1 (or 0 where fully masked)
-    scores: torch.Tensor  # (..., Tq, Tk), -inf where masked
+    scores: torch.Tensor | None  # (..., Tq, Tk), -inf where masked; None if the pattern overwrote them
 
 
-def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Apply ``mask`` (-inf where False) and softmax over keys; returns ``(masked scores, pattern)``."""
-    if mask is None:
-        return scores, torch.softmax(scores, dim=-1)
-    scores = scores.masked_fill(~mask, float("-inf"))
-    # softmax of an all -inf row is NaN; zeroing the masked entries afterwards turns it into 0s and
-    # leaves partially masked rows untouched (exp(-inf) is already exactly 0 there).
-    pattern = torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
-    return scores, pattern
+def masked_softmax(
+    scores: torch.Tensor, mask: torch.Tensor | None, overwrite: bool = False
+) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """Apply ``mask`` (-inf where False) and softmax over keys; returns ``(masked scores, pattern)``.
+
+    ``overwrite=True``: ``scores`` is the caller's scratch tensor and the softmax is written over
+    it, so a head makes one (Tq, Tk) tensor instead of two; the returned scores are then None.
+    """
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    # softmax's out= records no gradient, so a model being trained always gets a fresh pattern
+    in_place = overwrite and not scores.requires_grad and scores.is_contiguous()
+    pattern = torch.softmax(scores, dim=-1, out=scores) if in_place else torch.softmax(scores, dim=-1)
+    if mask is not None:
+        # softmax of an all -inf row is NaN; zeroing the masked entries afterwards turns it into 0s and
+        # leaves partially masked rows untouched (exp(-inf) is already exactly 0 there).
+        pattern = pattern.masked_fill_(~mask, 0.0) if in_place else pattern.masked_fill(~mask, 0.0)
+    return (None if in_place else scores), pattern
 
 
 def scaled_dot_product_attention(
@@ -41,17 +50,24 @@ def scaled_dot_product_attention(
     mask: torch.Tensor | None = None,
     scale: bool = True,
     dropout: torch.nn.Dropout | None = None,
+    keep_scores: bool = True,
 ) -> Attention:
     """softmax(Q Kᵀ / √d_k) V  (Vaswani et al. 2017, eq. 1); ``scale=False`` drops the 1/√d_k.
 
     ``dropout`` (training only) acts on the weights used for the context; the returned pattern is
     the one before dropout, which is what the views show.
+
+    ``keep_scores=False`` (nobody looks at them) lets the pattern overwrite the scores: at 512
+    tokens each is 1 MB per head, and writing and paging in a second one costs more than the
+    arithmetic.
     """
     d_k = query.size(-1)
-    scores = query @ key.transpose(-2, -1)  # (..., Tq, Tk)
     if scale:
-        scores = scores * (1.0 / math.sqrt(d_k))
-    scores, pattern = masked_softmax(scores, mask)
+        # 1/√d_k on the (Tq, d_k) queries gives the same logits as on the (Tq, Tk) scores, for
+        # d_k/Tk of the work
+        query = query * (1.0 / math.sqrt(d_k))
+    scores = query @ key.transpose(-2, -1)  # (..., Tq, Tk)
+    scores, pattern = masked_softmax(scores, mask, overwrite=not keep_scores)
     weights = dropout(pattern) if dropout is not None else pattern
     return Attention(weights @ value, pattern, scores)
 

@@ -45,6 +45,12 @@ class HookPoint(nn.Module):
             recorder.offer(self.name, x)
         return x
 
+    def wanted(self) -> bool:
+        """Whether this thread's capture records this point: lets a module skip keeping a tensor
+        that nobody will read (the attention scores, 1 MB per head at 512 tokens)."""
+        recorder = _active_recorder.get()
+        return recorder is not None and recorder.wants(self.name)
+
 
 def name_hook_points(root: nn.Module) -> list[str]:
     """Give every HookPoint below ``root`` its module path as name; returns the names in order."""

@@ -133,8 +133,12 @@ class MultiHeadAttention(nn.Module):
         k = self.k(self.split_heads(self.w_k(key)))  # (B, h, Tk, d_k)
         v = self.v(self.split_heads(self.w_v(value)))  # (B, h, Tk, d_k)
         dropout = self.dropout if self.training and self.dropout.p > 0 else None
-        context, pattern, scores = scaled_dot_product_attention(q, k, v, mask, dropout=dropout)
-        self.scores(scores)  # (B, h, Tq, Tk)
+        keep_scores = self.scores.wanted()  # if not, the pattern overwrites them: one (Tq, Tk) tensor, not two
+        context, pattern, scores = scaled_dot_product_attention(
+            q, k, v, mask, dropout=dropout, keep_scores=keep_scores
+        )
+        if scores is not None:
+            self.scores(scores)  # (B, h, Tq, Tk)
         self.pattern(pattern)  # (B, h, Tq, Tk)
         context = self.context(context)  # (B, h, Tq, d_k)
         batch, _, length, _ = context.shape
@@ -237,7 +241,9 @@ class Embeddings(nn.Module):
         length = ids.size(1)
         if length > self.max_len:
             raise ValueError(f"{length} tokens exceed the model's maximum of {self.max_len}")
-        x = self.tokens(ids) * self.scale  # (B, T, d_model)
+        x = self.tokens(ids)  # (B, T, d_model)
+        if self.scale != 1.0:  # BERT and GPT-2 do not scale: skip a pass over (B, T, d_model)
+            x = x * self.scale
         if self.positions is not None and use_positions:
             x = x + self.positions(torch.arange(length, device=ids.device))
         if self.token_types is not None:

@@ -30,14 +30,13 @@ def downsample(pattern: np.ndarray, size: int) -> np.ndarray:
 
 def tile(stack: np.ndarray, thumb: int = THUMB) -> np.ndarray:
     """[layers, heads, q, k] → one 2-D image with a NaN gutter of one cell between tiles."""
-    small = downsample(stack.astype(np.float32), thumb)
+    small = downsample(np.asarray(stack, dtype=np.float32), thumb)  # no copy of a float32 stack
     layers, heads, rows, cols = small.shape
-    image = np.full((layers * (rows + 1) - 1, heads * (cols + 1) - 1), np.nan, dtype=np.float32)
-    for layer in range(layers):
-        for head in range(heads):
-            top, left = layer * (rows + 1), head * (cols + 1)
-            image[top : top + rows, left : left + cols] = small[layer, head]
-    return image
+    # each tile gets one NaN row and column after it; laid out [layer, row, head, col] the tiles
+    # are one image by a reshape, minus the last row and column of gutter
+    image = np.full((layers, rows + 1, heads, cols + 1), np.nan, dtype=np.float32)
+    image[:, :rows, :, :cols] = small.transpose(0, 2, 1, 3)
+    return image.reshape(layers * (rows + 1), heads * (cols + 1))[:-1, :-1]
 
 
 def _tile_ticks(name: str, count: int, pitch: int) -> dict:

@@ -1,0 +1,1 @@
+"""Performance benchmarks: `python -m benchmarks.run` (see run.py). Not part of the app."""

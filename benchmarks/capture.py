@@ -1,0 +1,92 @@
+"""Capture cost: our minilm forward with every pattern captured, next to `transformers`' BertModel on
+the same weights: SDPA without attention weights (the floor: it never materializes a pattern) and
+eager attention with ``output_attentions=True`` (what users of the tools we replace run today).
+
+All three start from token ids. Ours is what ``ScratchEncoderBackend.run`` does after tokenizing:
+the forward under ``capture()`` and the conversion to an ``AttentionResult``. Tokenizing is timed
+on its own (every tool pays it).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attention_viz.backends.registry import MODELS
+from attention_viz.backends.scratch import ScratchEncoderBackend
+from attention_viz.hooks import capture
+from attention_viz.result import AttentionResult
+
+from .texts import text_of_tokens
+from .timing import interleaved, median, ratio
+
+APP_KINDS = ("pattern",)  # what attention_viz/ui/cache.py asks for
+
+
+def load_transformers(folder) -> dict[str, torch.nn.Module]:
+    import transformers
+    from transformers import BertModel
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    return {
+        impl: BertModel.from_pretrained(folder, attn_implementation=impl).eval() for impl in ("sdpa", "eager")
+    }
+
+
+def bench_capture(
+    backend: ScratchEncoderBackend, lengths: list[int], reps: dict[int, int], fresh_at: tuple[int, ...] = (512,)
+) -> list[dict]:
+    """One row per length with the allocator left alone ("recycled": a call may reuse the memory the
+    previous one freed), and at ``fresh_at`` lengths one more where every call gets fresh pages, as
+    a new sentence in the app does (its cache keeps the earlier results alive)."""
+    theirs = load_transformers(MODELS["minilm"].locate())
+    rows = []
+    for n in lengths:
+        text = text_of_tokens(backend, n)
+        tokens, _ = backend.tokenize(text)
+        ids = torch.tensor([tokens.ids])
+
+        def ours():  # ScratchEncoderBackend.run after tokenizing: forward with capture, then numpy
+            with torch.inference_mode(), capture(kinds=APP_KINDS) as recorded:
+                backend.model(ids)
+            return AttentionResult.from_recorder(backend.name, tokens, recorded)
+
+        def sdpa():
+            with torch.inference_mode():
+                return theirs["sdpa"](input_ids=ids)
+
+        def eager():
+            with torch.inference_mode():
+                return theirs["eager"](input_ids=ids, output_attentions=True)
+
+        # the same work: our patterns equal eager's, our hidden states equal both
+        with torch.inference_mode():
+            hidden = backend.model(ids)
+            patterns_diff = max(
+                float((torch.from_numpy(ours().arrays[f"encoder.layers.{i}.self_attn.pattern"]) - a[0]).abs().max())
+                for i, a in enumerate(eager().attentions)
+            )
+            hidden_diff = float((hidden - sdpa().last_hidden_state).abs().max())
+        tokenize = interleaved({"tokenize": lambda: backend.tokenize(text)}, reps[n])["tokenize"]
+        for fresh in (False, True) if n in fresh_at else (False,):
+            faults: dict[str, list[int]] = {}
+            contenders = {"ours": ours, "sdpa": sdpa, "eager": eager}
+            times = interleaved(contenders, reps[n], faults=faults, fresh_memory=fresh)
+            rows.append(
+                {
+                    "tokens": n,
+                    "memory": "fresh" if fresh else "recycled",
+                    "reps": reps[n],
+                    "ours_ms": 1000 * median(times["ours"]),
+                    "sdpa_ms": 1000 * median(times["sdpa"]),
+                    "eager_ms": 1000 * median(times["eager"]),
+                    "tokenize_ms": 1000 * median(tokenize),
+                    "ours_over_sdpa": ratio(times["ours"], times["sdpa"]),
+                    "ours_over_eager": ratio(times["ours"], times["eager"]),
+                    "eager_over_sdpa": ratio(times["eager"], times["sdpa"]),
+                    "page_faults": {name: median(counts) for name, counts in faults.items()},
+                    "max_pattern_diff_vs_eager": patterns_diff,
+                    "max_hidden_diff_vs_sdpa": hidden_diff,
+                }
+            )
+    return rows

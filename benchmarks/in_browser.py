@@ -1,0 +1,78 @@
+"""In a real browser (Debian's Chromium, headless, driven by Playwright as tests/browser.py does):
+
+* cold start: ``make run`` started → the default page's heatmap drawn;
+* Enter → heatmap: a new text typed into "Sentence", Enter pressed → the heatmap's x tick labels
+  are the new text's (long inputs show every k-th token, at most 64 ticks).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from attention_viz.backends.base import Backend
+from attention_viz.figures.axes import MAX_TICKS
+
+from .texts import text_of_tokens
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from browser import chromium, served_app, wait_for_heatmap  # noqa: E402  (the tests' helpers)
+
+TICKS_SHOWN = """expected => {
+    const plot = document.querySelector('.js-plotly-plot');
+    if (!plot || !plot.querySelector('.heatmaplayer image, .hm image')) return false;
+    const ticks = [...plot.querySelectorAll('.xtick text')].map(e => e.textContent);
+    return ticks.length === expected.length && ticks.every((t, i) => t === expected[i]);
+}"""
+
+
+def expected_ticks(backend: Backend, text: str) -> list[str]:
+    """The x tick labels the head view draws for ``text`` (figures/axes.py: every k-th token)."""
+    labels = backend.tokenize(text)[0].labels
+    step = max(1, -(-len(labels) // MAX_TICKS))
+    return [labels[i] for i in range(0, len(labels), step)]
+
+
+def cold_start(timeout_ms: float) -> float:
+    """Seconds from starting ``make run`` to the default page's heatmap (the browser already open)."""
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        start = time.perf_counter()
+        with served_app() as url:
+            page.goto(url)
+            wait_for_heatmap(page, timeout=timeout_ms)
+            return time.perf_counter() - start
+
+
+def enter_to_heatmap(backend: Backend, lengths: list[int], reps: int, timeout_ms: float) -> dict[int, list[float]]:
+    """Seconds from Enter in "Sentence" to the new text's tick labels, ``reps`` new texts per length."""
+    times: dict[int, list[float]] = {}
+    with chromium() as browser, served_app() as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        wait_for_heatmap(page, timeout=timeout_ms)
+        box = page.get_by_label("Sentence", exact=True).and_(page.locator("input"))
+        variant = 100  # texts no other measurement used: every Enter is a real model run
+        for n in lengths:
+            times[n] = []
+            for _ in range(reps + 1):  # the first one warms this length up
+                variant += 1
+                text = text_of_tokens(backend, n, variant)
+                box.fill(text)
+                page.wait_for_timeout(300)  # typing done; the clock starts at Enter
+                start = time.perf_counter()
+                box.press("Enter")
+                page.wait_for_function(TICKS_SHOWN, arg=expected_ticks(backend, text), timeout=timeout_ms,
+                                       polling=10)
+                times[n].append(time.perf_counter() - start)
+            times[n] = times[n][1:]
+    return times
+
+
+def bench_browser(backend: Backend, lengths: list[int], reps: int, cold_starts: int = 2,
+                  timeout_ms: float = 120_000) -> dict:
+    return {
+        "cold_start_s": [cold_start(timeout_ms) for _ in range(cold_starts)],
+        "enter_to_heatmap_s": {str(n): t for n, t in enter_to_heatmap(backend, lengths, reps, timeout_ms).items()},
+    }
