@@ -1,5 +1,6 @@
 """End to end in a real browser: the server started as the README does, Debian's Chromium."""
 
+import re
 import urllib.parse
 
 import pytest
@@ -67,3 +68,22 @@ def test_a_shared_url_opens_that_exact_view_and_makes_the_readme_screenshot(app_
     SCREENSHOT.parent.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOT), full_page=False)
     assert SCREENSHOT.stat().st_size > 20_000
+
+
+
+VIEWS = ["head", "grid", "compare", "focus", "layers", "inside", "causal", "positional", "encdec", "basics"]
+
+
+def test_the_page_list_matches_the_app():
+    source = (ROOT / "app.py").read_text()
+    assert re.findall(r'^    "(\w+)": \(', source, re.M) == VIEWS
+
+
+@pytest.mark.parametrize("view", VIEWS)
+def test_every_page_opens_without_an_error(app_url, page, view):
+    page.goto(f"{app_url}/?view={view}")
+    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=90_000)
+    page.wait_for_timeout(500)
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert page.locator("[data-testid='stAlertContentError']").count() == 0
+    assert page.locator(".js-plotly-plot").count() >= 1
