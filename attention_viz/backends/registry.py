@@ -41,6 +41,21 @@ def _load_scratch_bert(name: str, folder: Path) -> Backend:
     return ScratchEncoderBackend.from_bert_folder(name, folder)
 
 
+def _demo_folder(name: str) -> Callable[[], Path]:
+    def locate() -> Path:
+        from .demo import shipped_folder
+
+        return shipped_folder(name)
+
+    return locate
+
+
+def _load_demo(name: str, folder: Path) -> Backend:
+    from .demo import DemoTranslationBackend
+
+    return DemoTranslationBackend.from_folder(name, folder)
+
+
 MODELS: dict[str, ModelInfo] = {
     "minilm": ModelInfo(
         "minilm",
@@ -48,6 +63,20 @@ MODELS: dict[str, ModelInfo] = {
         "all-MiniLM-L6-v2 (6 layers × 12 heads, BERT) in our from-scratch encoder",
         _minilm_folder,
         _load_scratch_bert,
+    ),
+    "toy-translate": ModelInfo(
+        "toy-translate",
+        "encoder-decoder",
+        "our Transformer (3+3 layers × 4 heads) trained on a synthetic English→French corpus with gold alignments",
+        _demo_folder("toy-translate"),
+        _load_demo,
+    ),
+    "toy-translate-rnn": ModelInfo(
+        "toy-translate-rnn",
+        "encoder-decoder",
+        "GRU encoder–decoder with Bahdanau (additive) attention, same data as toy-translate",
+        _demo_folder("toy-translate-rnn"),
+        _load_demo,
     ),
 }
 

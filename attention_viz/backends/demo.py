@@ -1,0 +1,167 @@
+"""Our trained demo translation models (``toy-translate``, ``toy-translate-rnn``): text in,
+captured encoder–decoder attention out.
+
+Tokenization is the corpus's: lower-case, split on whitespace, trailing punctuation (".", ",",
+"!" ...) as tokens of its own; words the model never saw become ``<unk>`` and are flagged
+``unknown``. The models were trained on the bare words, every sentence ending in "." (their
+end-of-source marker): a text without a final "." gets one, flagged ``special`` because it is
+not in the text. (Without it the decoder never stops.)
+
+Two data flows (seed 004):
+
+* ``run(text)`` — inference: greedy decoding, the decoder re-reading ``<bos>`` + its own output at
+  every step. Every step is captured; the result keeps the last one (the decoder is causal, so
+  its rows for earlier positions equal the earlier steps'). ``meta["translation"]`` holds the
+  generated words.
+* ``run(text, target=...)`` — training: teacher forcing, the decoder reads ``<bos> target`` at once.
+
+In both, ``target_tokens`` are the decoder's **inputs** (``<bos>`` + words), one per row of the
+decoder self- and cross-attention: row ``i`` reads ``target_tokens[0..i]`` and predicts the next
+word, listed in ``meta["predicted"]`` (its last entry is usually ``<eos>``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from pathlib import Path
+
+import torch
+
+from ..demo import checkpoint
+from ..demo.corpus import Vocab
+from ..demo.rnn import RNNSeq2Seq
+from ..hooks import KINDS, capture
+from ..result import AttentionResult
+from ..tokens import Tokens, from_words
+from .base import Backend, ModelError
+
+_PUNCTUATION = re.compile(r"^(.*?)([.,;:!?]*)$")
+RNN_KINDS = ("scores", "pattern")
+END = "."  # every corpus sentence ends with it
+
+
+def split_words(text: str) -> list[str]:
+    """Lower-cased whitespace words, trailing punctuation split off: "Signed." → "signed", "."."""
+    words: list[str] = []
+    for raw in text.lower().split():
+        body, punctuation = _PUNCTUATION.match(raw).groups()  # type: ignore[union-attr]
+        if body:
+            words.append(body)
+        words.extend(punctuation)
+    return words
+
+
+class DemoTranslationBackend(Backend):
+    """An encoder–decoder demo model loaded from its folder (see :mod:`attention_viz.demo.checkpoint`)."""
+
+    shape = "encoder-decoder"
+
+    def __init__(self, name: str, demo: checkpoint.DemoModel) -> None:
+        self.name = name
+        self.demo = demo
+        self.model = demo.model.eval()
+        self.src_vocab, self.tgt_vocab = demo.src_vocab, demo.tgt_vocab
+        self.max_tokens = demo.max_len
+        self.kinds = RNN_KINDS if isinstance(self.model, RNNSeq2Seq) else KINDS
+        if not demo.has_attention:
+            raise ModelError(f"{name} has no attention to show")
+
+    @classmethod
+    def from_folder(cls, name: str, folder: Path) -> DemoTranslationBackend:
+        try:
+            return cls(name, checkpoint.load(folder))
+        except ValueError as error:
+            raise ModelError(str(error)) from None
+
+    # -- tokens ---------------------------------------------------------------------------------
+    def tokenize(self, text: str) -> tuple[Tokens, int]:
+        """Words of ``text``, ending in ".": the corpus ends every sentence with it, so it is the
+        models' end-of-source marker; when the text has none it is added as a special token (no
+        span in the text). Texts longer than ``max_tokens`` keep their first words (and the ".")."""
+        words = split_words(text)
+        if not words:
+            return from_words([], [], []), 0
+        body = words[:-1] if words[-1] == END else words
+        dropped = max(0, len(body) - (self.max_tokens - 1))
+        body = body[: self.max_tokens - 1]
+        typed_end = words[-1] == END and not dropped
+        words = [*body, END]
+        special = [False] * len(body) + [not typed_end]
+        return from_words(words, self.src_vocab.encode(words), special, unk_id=Vocab.UNK), dropped
+
+    def _decoder_tokens(self, ids: list[int], words: list[str] | None = None) -> Tokens:
+        """``<bos>`` + words as Tokens (``words`` default: the vocabulary's words for ``ids``)."""
+        labels = words if words is not None else self.tgt_vocab.decode(ids, strip=False)
+        return from_words(
+            ["<bos>", *labels], [Vocab.BOS, *ids], [True] + [False] * len(ids), unk_id=Vocab.UNK
+        )
+
+    # -- runs -----------------------------------------------------------------------------------
+    def run(self, text: str, target: str | None = None, kinds: Collection[str] = ("pattern",)) -> AttentionResult:
+        kinds = tuple(kinds)
+        refused = [k for k in kinds if k not in self.kinds]
+        if refused:
+            raise ModelError(
+                f"{self.name} captures only {', '.join(self.kinds)} (its attention is additive: "
+                f"there are no {', '.join(refused)})"
+            )
+        tokens, dropped = self.tokenize(text)
+        if not len(tokens):
+            raise ModelError("empty text")
+        src = torch.tensor([tokens.ids])
+        meta: dict = {"dropped": dropped}
+        if target is None:
+            return self._greedy(tokens, src, kinds, meta)
+        return self._teacher_forced(tokens, src, target, kinds, meta)
+
+    def _greedy(self, tokens: Tokens, src: torch.Tensor, kinds: tuple[str, ...], meta: dict) -> AttentionResult:
+        prefix = torch.tensor([[Vocab.BOS]])
+        with torch.inference_mode(), capture(kinds=kinds) as recorded:
+            ys = self.model.greedy_decode(prefix, self.max_tokens - 1, Vocab.EOS, src)
+        generated = ys[0, 1:].tolist()
+        # The last captured step read ys[:-1] and predicted ys[-1] (normally <eos>).
+        read = generated[:-1]
+        meta["translation"] = " ".join(self.tgt_vocab.decode(generated))
+        meta["predicted"] = self.tgt_vocab.decode(generated, strip=False)
+        meta["steps"] = len(generated)
+        meta["finished"] = bool(generated) and generated[-1] == Vocab.EOS
+        meta["flow"] = "greedy decoding (inference)"
+        return AttentionResult.from_recorder(self.name, tokens, recorded, self._decoder_tokens(read), meta)
+
+    def _teacher_forced(
+        self, tokens: Tokens, src: torch.Tensor, target: str, kinds: tuple[str, ...], meta: dict
+    ) -> AttentionResult:
+        words = split_words(target)
+        if not words:
+            raise ModelError("empty target text")
+        budget = self.max_tokens - 1  # <bos> takes one decoder position
+        meta["target_dropped"] = max(0, len(words) - budget)
+        words = words[:budget]
+        ids = self.tgt_vocab.encode(words)
+        tgt = torch.tensor([[Vocab.BOS, *ids]])
+        with torch.inference_mode(), capture(kinds=kinds) as recorded:
+            if isinstance(self.model, RNNSeq2Seq):
+                logits = self.model(src, tgt)
+            else:
+                logits = self.model.logits(self.model(src, tgt))
+        meta["predicted"] = self.tgt_vocab.decode(logits[0].argmax(-1).tolist(), strip=False)
+        meta["target"] = " ".join(words)
+        meta["flow"] = "teacher forcing (training)"
+        return AttentionResult.from_recorder(self.name, tokens, recorded, self._decoder_tokens(ids, words), meta)
+
+
+def load(name: str, folder: Path) -> DemoTranslationBackend:
+    return DemoTranslationBackend.from_folder(name, folder)
+
+
+def shipped_folder(name: str) -> Path:
+    """The repo folder of a shipped demo model; ModelError when its files are missing."""
+    folder = checkpoint.MODELS_DIR / name
+    missing = checkpoint.missing_files(folder)
+    if missing:
+        raise ModelError(
+            f"{name} is not trained: {folder} lacks {', '.join(missing)} "
+            f"(run python -m attention_viz.demo.train --model {name})"
+        )
+    return folder

@@ -1,0 +1,55 @@
+"""The causal-mask and encoder–decoder pages on the shipped demo models, headless (AppTest)."""
+
+from apphelpers import app, charts
+
+
+def titles(at) -> list[str]:
+    return [spec["layout"].get("title", {}).get("text", "") for spec in charts(at)]
+
+
+def captions(at) -> str:
+    return " ".join(c.value for c in at.caption)
+
+
+def test_causal_page_falls_back_to_the_demo_decoder_and_shows_every_step():
+    at = app(view="causal")
+    assert not at.exception and not at.error
+    assert any("uses toy-translate" in i.value for i in at.info)
+    shown = titles(at)
+    assert shown[0].startswith("causal mask") and "before the mask" in shown[1] and "−∞" in shown[2]
+    after = charts(at)[2]["data"][0]
+    assert "−∞" in str(after["text"])  # masked cells are labelled
+    assert "exactly zero" in captions(at)
+    assert "Largest weight on a padding key: 0.0" in captions(at)
+
+
+def test_editing_a_later_word_leaves_earlier_rows_exactly_unchanged():
+    at = app(view="causal")
+    at.slider(key="causal_edit_at").set_value(3).run()
+    at.text_input(key="causal_edit_word").set_value("conseil").run()
+    assert not at.exception and not at.error
+    assert "rows 0..2 changed by at most 0.0e+00" in captions(at)
+
+
+def test_causal_page_on_the_translation_model_itself():
+    at = app(view="causal", model="toy-translate", text="the law was signed .")
+    assert not at.exception and not at.error
+    assert not any("has no decoder" in i.value for i in at.info)
+
+
+def test_encoder_decoder_page_translates_and_compares_flows_and_models():
+    at = app(view="encdec", model="toy-translate", text="the european economic area was signed .")
+    assert not at.exception and not at.error
+    assert "la zone économique européenne a été signée" in " ".join(m.value for m in at.markdown)
+    shown = titles(at)
+    assert any("teacher forcing" in t for t in shown) and any("inference" in t for t in shown)
+    assert any("toy-translate-rnn" in t for t in shown)
+    at.slider(key="encdec_step").set_value(2).run()
+    assert not at.exception
+
+
+def test_rnn_cross_attention_is_viewable_like_the_transformers():
+    at = app(view="head", model="toy-translate-rnn", text="the law was signed .")
+    assert not at.exception and not at.error
+    spec = charts(at)[0]  # its only attention is the cross-attention, so no picker is needed
+    assert spec["layout"]["xaxis"]["ticktext"][:3] == ["the", "law", "was"]
