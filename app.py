@@ -9,7 +9,7 @@ import logging
 
 import streamlit as st
 
-from attention_viz.backends.base import ModelError
+from attention_viz.errors import ModelError
 from attention_viz.ui import cache
 from attention_viz.ui.export import result_downloads
 from attention_viz.ui.inputs import request_panel

@@ -7,7 +7,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .backends.base import ModelError
+from .errors import ModelError
 from .backends.registry import DEFAULT_MODEL, MODELS, availability, load_backend
 from .figures.export import standalone_html
 from .figures.views import VIEWS, export_figure

@@ -11,6 +11,7 @@ import torch
 
 from .hooks import capture
 from .model import Transformer
+from .names import ENCODER_SELF, hook_name
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ def padded_batch(model: Transformer, sentences: list[list[int]], layer: int, pad
     for row, sentence in enumerate(sentences):
         ids[row, : len(sentence)] = torch.tensor(sentence)
     real = ids != pad_id
-    name = f"encoder.layers.{layer}.self_attn.pattern"
+    name = hook_name(ENCODER_SELF, layer, "pattern")
     with torch.inference_mode():
         with capture(names=[name]) as batch:
             model.encode(ids, real)

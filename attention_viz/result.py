@@ -15,26 +15,17 @@ from __future__ import annotations
 
 import io
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .hooks import Recorder
+from .names import GROUPS, Group, hook_name, parse_hook_name
 from .tokens import Tokens
 
-_NAME = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(self_attn|cross_attn)\.(\w+)$")
-
-
-def parse_hook_name(name: str) -> tuple[str, int, str, str]:
-    """``decoder.layers.2.cross_attn.pattern`` → ("decoder", 2, "cross_attn", "pattern")."""
-    match = _NAME.match(name)
-    if match is None:
-        raise ValueError(f"not an attention hook name: {name!r}")
-    part, layer, attn, kind = match.groups()
-    return part, int(layer), attn, kind
-
+if TYPE_CHECKING:  # the recorder needs torch; a result read from disk does not
+    from .hooks import Recorder
 
 @dataclass
 class AttentionResult:
@@ -64,22 +55,32 @@ class AttentionResult:
             arrays[name] = tensor.float().cpu().numpy()
         return cls(model, tokens, arrays, target_tokens, dict(meta or {}))
 
-    def attentions(self) -> list[tuple[str, str]]:
-        """The (part, attention) groups present, e.g. [("encoder", "self_attn"), ("decoder", "cross_attn")]."""
-        seen: dict[tuple[str, str], None] = {}
-        for name in self.arrays:
-            part, _, attn, _ = parse_hook_name(name)
-            seen[(part, attn)] = None
-        order = {("encoder", "self_attn"): 0, ("decoder", "self_attn"): 1, ("decoder", "cross_attn"): 2}
-        return sorted(seen, key=lambda g: order[g])
+    def attentions(self) -> list[Group]:
+        """The attentions present, in view order, e.g. [("encoder", "self_attn"), ("decoder", "cross_attn")]."""
+        present = {parse_hook_name(name)[0] for name in self.arrays}
+        return [group for group in GROUPS if group in present]
 
     def n_layers(self, part: str = "encoder", attn: str = "self_attn") -> int:
-        layers = {parse_hook_name(n)[1] for n in self.arrays if parse_hook_name(n)[0::2] == (part, attn)}
-        return len(layers)
+        return len({layer for group, layer, _ in map(parse_hook_name, self.arrays) if group == (part, attn)})
+
+    def has(self, group: Group, layer: int, kind: str = "pattern") -> bool:
+        return hook_name(group, layer, kind) in self.arrays
+
+    def array(self, group: Group, layer: int, kind: str = "pattern") -> np.ndarray:
+        """One captured array, e.g. the ``[heads, query, key]`` pattern of one layer."""
+        name = hook_name(group, layer, kind)
+        if name not in self.arrays:
+            raise KeyError(f"{name} was not captured")
+        return self.arrays[name]
+
+    def pattern(self, group: Group, layer: int, head: int | None = None) -> np.ndarray:
+        """The attention pattern of one layer ``[heads, query, key]``, or of one head ``[query, key]``."""
+        layer_pattern = self.array(group, layer, "pattern")
+        return layer_pattern if head is None else layer_pattern[head]
 
     def stack(self, kind: str = "pattern", part: str = "encoder", attn: str = "self_attn") -> np.ndarray:
         """Every layer's ``kind`` for one attention, as ``[layers, heads, ...]``."""
-        names = [f"{part}.layers.{i}.{attn}.{kind}" for i in range(self.n_layers(part, attn))]
+        names = [hook_name((part, attn), i, kind) for i in range(self.n_layers(part, attn))]
         missing = [n for n in names if n not in self.arrays]
         if not names or missing:
             raise KeyError(f"no {kind!r} captured for {part}.{attn} (missing: {missing or 'all layers'})")

@@ -11,21 +11,21 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .analysis import drop_special, head_max, head_mean
+from .names import CROSS, DECODER_SELF, ENCODER_SELF, Group
 from .result import AttentionResult
 from .tokens import Tokens, group_words
 
-Group = tuple[str, str]  # (part, attention), e.g. ("decoder", "cross_attn")
 GROUP_NAMES = {
-    ("encoder", "self_attn"): "encoder self-attention",
-    ("decoder", "self_attn"): "decoder self-attention (causal)",
-    ("decoder", "cross_attn"): "cross-attention (target → source)",
+    ENCODER_SELF: "encoder self-attention",
+    DECODER_SELF: "decoder self-attention (causal)",
+    CROSS: "cross-attention (target → source)",
 }
 REDUCTIONS = ("mean", "max")
 
 
 @dataclass(frozen=True)
 class Choice:
-    group: Group = ("encoder", "self_attn")
+    group: Group = ENCODER_SELF
     layer: int = 0
     head: int | str = 0  # a head index, or "mean" / "max" over heads
     words: bool = False
@@ -44,9 +44,9 @@ class Displayed:
 def group_tokens(result: AttentionResult, group: Group) -> tuple[Tokens, Tokens]:
     """(query tokens, key tokens) of an attention: cross-attention reads target → source."""
     target = result.target_tokens if result.target_tokens is not None else result.tokens
-    if group == ("encoder", "self_attn"):
+    if group == ENCODER_SELF:
         return result.tokens, result.tokens
-    if group == ("decoder", "self_attn"):
+    if group == DECODER_SELF:
         return target, target
     return target, result.tokens
 
@@ -68,8 +68,7 @@ def unit_special(tokens: Tokens, words: bool) -> np.ndarray:
 
 
 def displayed(result: AttentionResult, choice: Choice) -> Displayed:
-    part, attn = choice.group
-    patterns = result.arrays[f"{part}.layers.{choice.layer}.{attn}.pattern"]  # [heads, q, k]
+    patterns = result.pattern(choice.group, choice.layer)  # [heads, q, k]
     matrix = reduce_heads(patterns, choice.head)
     query_tokens, key_tokens = group_tokens(result, choice.group)
     notes = []

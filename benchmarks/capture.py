@@ -14,6 +14,7 @@ import torch
 from attention_viz.backends.registry import MODELS
 from attention_viz.backends.scratch import ScratchEncoderBackend
 from attention_viz.hooks import capture
+from attention_viz.names import ENCODER_SELF
 from attention_viz.result import AttentionResult
 
 from .texts import text_of_tokens
@@ -63,7 +64,7 @@ def bench_capture(
         with torch.inference_mode():
             hidden = backend.model(ids)
             patterns_diff = max(
-                float((torch.from_numpy(ours().arrays[f"encoder.layers.{i}.self_attn.pattern"]) - a[0]).abs().max())
+                float((torch.from_numpy(ours().pattern(ENCODER_SELF, i)) - a[0]).abs().max())
                 for i, a in enumerate(eager().attentions)
             )
             hidden_diff = float((hidden - sdpa().last_hidden_state).abs().max())

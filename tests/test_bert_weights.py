@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from attention_viz.backends.base import ModelError
+from attention_viz.errors import ModelError
 from attention_viz.backends.registry import MODELS
 from attention_viz.weights.bert import bert_config, build_bert
 from attention_viz.weights.safetensors_io import read_config, read_safetensors

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attention_viz.backends.base import ModelError
+from attention_viz.errors import ModelError
 from attention_viz.backends.registry import load_backend
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -32,7 +32,7 @@ from transformers import (
     T5ForConditionalGeneration,
 )
 
-from attention_viz.backends.base import ModelError
+from attention_viz.errors import ModelError
 from attention_viz.backends.hf import HFBackend, model_shape
 
 CORPUS = [
@@ -280,7 +280,8 @@ def test_unknown_hub_id_fails_fast_without_hf_hub_offline():
     # huggingface_hub reads that variable at import; only the constructor is timed.
     script = (
         "import time\n"
-        "from attention_viz.backends.hf import HFBackend, ModelError\n"
+        "from attention_viz.backends.hf import HFBackend\n"
+        "from attention_viz.errors import ModelError\n"
         "start = time.perf_counter()\n"
         "try:\n"
         "    HFBackend('attention-viz-tests/no-such-model')\n"

@@ -5,13 +5,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Collection
 
+from ..errors import ModelError
 from ..model import Shape
 from ..result import AttentionResult
 from ..tokens import Tokens
-
-
-class ModelError(ValueError):
-    """A problem the user can fix (unknown name, bad folder, refused checkpoint): shown as one line."""
 
 
 def check_text(text: str, what: str = "text") -> str:

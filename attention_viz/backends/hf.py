@@ -47,7 +47,9 @@ from ..model import Shape
 from ..result import AttentionResult
 from ..tokens import Tokens, from_encoding, tokenize
 from ..weights.safetensors_io import check_folder, read_config, safetensors_files
-from .base import Backend, ModelError, check_text, require_readable
+from ..errors import ModelError
+from ..names import CROSS, DECODER_SELF, ENCODER_SELF, Group, hook_name
+from .base import Backend, check_text, require_readable
 
 ALLOW_DOWNLOAD_ENV = "ATTENTION_VIZ_ALLOW_DOWNLOAD"
 MAX_NEW_TOKENS = 64  # greedy generation budget for encoder–decoder models without a target
@@ -228,7 +230,7 @@ class HFBackend(Backend):
             extra = {"use_cache": False} if self.shape == "decoder-only" else {}
             out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=True, **extra)
         part = "encoder" if self.shape == "encoder-only" else "decoder"
-        arrays = self._patterns(out.attentions, part + ".layers.{}.self_attn.pattern", len(tokens), len(tokens))
+        arrays = self._patterns(out.attentions, (part, "self_attn"), len(tokens), len(tokens))
         return AttentionResult(self.name, tokens, arrays, meta=meta)
 
     def _run_encoder_decoder(
@@ -249,9 +251,9 @@ class HFBackend(Backend):
         )
         source, decoder = len(tokens), len(decoder_ids)
         arrays = {
-            **self._patterns(out.encoder_attentions, "encoder.layers.{}.self_attn.pattern", source, source),
-            **self._patterns(out.decoder_attentions, "decoder.layers.{}.self_attn.pattern", decoder, decoder),
-            **self._patterns(out.cross_attentions, "decoder.layers.{}.cross_attn.pattern", decoder, source),
+            **self._patterns(out.encoder_attentions, ENCODER_SELF, source, source),
+            **self._patterns(out.decoder_attentions, DECODER_SELF, decoder, decoder),
+            **self._patterns(out.cross_attentions, CROSS, decoder, source),
         }
         return AttentionResult(self.name, tokens, arrays, self._decoder_tokens(target, decoder_ids), meta)
 
@@ -295,17 +297,17 @@ class HFBackend(Backend):
         )
         return from_encoding(text, encoding, self.unk_id, self.special_ids, byte_level=self.byte_level)
 
-    def _patterns(self, attentions, name: str, queries: int, keys: int) -> dict[str, np.ndarray]:
+    def _patterns(self, attentions, group: Group, queries: int, keys: int) -> dict[str, np.ndarray]:
         """Per-layer ``[1, heads, ≥q, ≥k]`` weights → ``{hook name: [heads, q, k] float32}``.
 
         Slicing to the real lengths drops padding, should a model ever pad internally.
         """
         if not attentions:
-            raise ModelError(f"{self.name} returned no attention weights for {name.format('*')}")
+            raise ModelError(f"{self.name} returned no attention weights for {'.'.join(group)}")
         arrays = {}
         for i, weights in enumerate(attentions):
             if weights.dim() != 4 or weights.shape[-2] < queries or weights.shape[-1] < keys:
                 shape = tuple(weights.shape)
-                raise ModelError(f"{self.name}: unexpected attention shape {shape} for {name.format(i)}")
-            arrays[name.format(i)] = weights[0, :, :queries, :keys].float().numpy()
+                raise ModelError(f"{self.name}: unexpected attention shape {shape} for {hook_name(group, i, 'pattern')}")
+            arrays[hook_name(group, i, "pattern")] = weights[0, :, :queries, :keys].float().numpy()
         return arrays

@@ -2,7 +2,7 @@
 
 ``minilm``            all-MiniLM-L6-v2 in our own encoder (the default; shipped by a PyPI package)
 ``hf:<id or path>``   the same forward done by ``transformers`` itself, for any architecture it runs
-demo models           our own small trained models, shipped in the repo (see attention_viz/demo)
+demo models           our own small trained models, shipped in the repo (see attention_viz/trained)
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .base import Backend, ModelError
+from ..errors import ModelError
+from .base import Backend
 
 DEFAULT_MODEL = "minilm"
 HF_PREFIX = "hf:"
@@ -41,19 +42,19 @@ def _load_scratch_bert(name: str, folder: Path) -> Backend:
     return ScratchEncoderBackend.from_bert_folder(name, folder)
 
 
-def _demo_folder(name: str) -> Callable[[], Path]:
+def _shipped_folder(name: str) -> Callable[[], Path]:
     def locate() -> Path:
-        from .demo import shipped_folder
+        from .translation import shipped_folder
 
         return shipped_folder(name)
 
     return locate
 
 
-def _load_demo(name: str, folder: Path) -> Backend:
-    from .demo import DemoTranslationBackend
+def _load_translation(name: str, folder: Path) -> Backend:
+    from .translation import TranslationBackend
 
-    return DemoTranslationBackend.from_folder(name, folder)
+    return TranslationBackend.from_folder(name, folder)
 
 
 MODELS: dict[str, ModelInfo] = {
@@ -68,15 +69,15 @@ MODELS: dict[str, ModelInfo] = {
         "toy-translate",
         "encoder-decoder",
         "our Transformer (3+3 layers × 4 heads) trained on a synthetic English→French corpus with gold alignments",
-        _demo_folder("toy-translate"),
-        _load_demo,
+        _shipped_folder("toy-translate"),
+        _load_translation,
     ),
     "toy-translate-rnn": ModelInfo(
         "toy-translate-rnn",
         "encoder-decoder",
         "GRU encoder–decoder with Bahdanau (additive) attention, same data as toy-translate",
-        _demo_folder("toy-translate-rnn"),
-        _load_demo,
+        _shipped_folder("toy-translate-rnn"),
+        _load_translation,
     ),
 }
 

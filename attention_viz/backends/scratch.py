@@ -14,7 +14,8 @@ from ..result import AttentionResult
 from ..tokens import Tokens, load_tokenizer, tokenize
 from ..weights.bert import build_bert
 from ..weights.safetensors_io import read_config, read_safetensors
-from .base import Backend, ModelError, check_text, require_readable
+from ..errors import ModelError
+from .base import Backend, check_text, require_readable
 
 
 class ScratchEncoderBackend(Backend):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ..backends.base import ModelError
+from ..errors import ModelError
 from ..model import Transformer, TransformerConfig
 
 # Checkpoint tensors we know and deliberately leave out: the pooler and pre-training heads serve

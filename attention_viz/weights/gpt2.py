@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from ..backends.base import ModelError
+from ..errors import ModelError
 from ..model import Transformer, TransformerConfig
 from .safetensors_io import read_config, read_safetensors
 

@@ -8,7 +8,7 @@ import numpy as np
 import streamlit as st
 
 from ...attention import causal_mask
-from ...backends.base import ModelError
+from ...errors import ModelError
 from ...figures.heatmap import attention_heatmap
 from ...figures.masks import mask_heatmap, row_change_bars, scores_heatmap
 from ...masking import padded_batch

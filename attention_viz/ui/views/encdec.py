@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...backends.base import ModelError
+from ...errors import ModelError
 from ...backends.registry import MODELS, availability
 from ...figures.focus import highlighted_text
 from ...figures.heatmap import attention_heatmap

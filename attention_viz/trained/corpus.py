@@ -1113,7 +1113,7 @@ def build_vocabs(pairs: Iterable[Pair]) -> tuple[Vocab, Vocab]:
     return Vocab.build(p.source for p in pairs), Vocab.build(p.target for p in pairs)
 
 
-if __name__ == "__main__":  # python -m attention_viz.demo.corpus: show a few aligned pairs
+if __name__ == "__main__":  # python -m attention_viz.trained.corpus: show a few aligned pairs
     for example in generate(5, seed=0):
         print(" ".join(example.source))
         print(" ".join(example.target))

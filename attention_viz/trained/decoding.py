@@ -6,7 +6,7 @@ of seed 004 over many sentences at once (training, evaluation, tests).
 * greedy decoding (inference flow): the decoder reads only what it generated so far:
   :func:`greedy`, :func:`translate`.
 
-The single-sentence runs with captured attention are in :mod:`attention_viz.backends.demo`; the
+The single-sentence runs with captured attention are in :mod:`attention_viz.backends.translation`; the
 tests check both give the same translations.
 """
 
@@ -19,7 +19,7 @@ import torch
 
 from ..hooks import capture
 from ..model import Transformer
-from .checkpoint import DemoModel
+from .checkpoint import TrainedModel
 from .corpus import Vocab
 
 
@@ -78,7 +78,7 @@ def greedy(model: torch.nn.Module, src: torch.Tensor, src_padding: torch.Tensor,
     return out
 
 
-def translate(dm: DemoModel, sources: Sequence[Sequence[str]], batch_size: int = 100) -> list[list[str]]:
+def translate(dm: TrainedModel, sources: Sequence[Sequence[str]], batch_size: int = 100) -> list[list[str]]:
     """Greedy translations (words) of tokenized source sentences, in order."""
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))  # similar lengths batch well
     results: dict[int, list[str]] = {}
@@ -93,7 +93,7 @@ def translate(dm: DemoModel, sources: Sequence[Sequence[str]], batch_size: int =
 
 
 def cross_attention(
-    dm: DemoModel, sources: Sequence[Sequence[str]], targets: Sequence[Sequence[str]], batch_size: int = 100
+    dm: TrainedModel, sources: Sequence[Sequence[str]], targets: Sequence[Sequence[str]], batch_size: int = 100
 ) -> list[np.ndarray]:
     """Teacher-forced cross-attention on the gold targets: per pair ``[layers, heads, len(target), len(source)]``.
 

@@ -32,7 +32,7 @@ FILES = ("config.json", "model.safetensors", "src_vocab.json", "tgt_vocab.json")
 
 
 @dataclass
-class DemoModel:
+class TrainedModel:
     """A loaded model with its vocabularies; ``model`` is in eval mode."""
 
     architecture: str
@@ -74,7 +74,7 @@ def missing_files(folder: Path) -> list[str]:
     return [name for name in FILES if not (folder / name).is_file()]
 
 
-def load(folder: str | Path) -> DemoModel:
+def load(folder: str | Path) -> TrainedModel:
     """Load a model folder; ValueError (with the reason) when it is incomplete or inconsistent."""
     folder = Path(folder)
     missing = missing_files(folder)
@@ -94,7 +94,7 @@ def load(folder: str | Path) -> DemoModel:
         raise ValueError(f"{folder}: the vocabularies do not match the model's config")
     training_path = folder / "training.json"
     training = json.loads(training_path.read_text(encoding="utf-8")) if training_path.is_file() else {}
-    return DemoModel(spec["architecture"], model.eval(), src_vocab, tgt_vocab, training)
+    return TrainedModel(spec["architecture"], model.eval(), src_vocab, tgt_vocab, training)
 
 
 def _tgt_vocab_size(config: TransformerConfig | RNNConfig) -> int:

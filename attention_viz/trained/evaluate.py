@@ -1,6 +1,6 @@
 """Score the shipped demo models on the held-out test split and write their model card.
 
-    python -m attention_viz.demo.evaluate [--sample N] [--models-dir DIR]
+    python -m attention_viz.trained.evaluate [--sample N] [--models-dir DIR]
 
 * **Exact match** — greedy translation (the inference data flow) equal to the gold target, word
   for word; overall, per source-length bucket and per source length.
@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from . import checkpoint, report
-from .checkpoint import DemoModel
+from .checkpoint import TrainedModel
 from .corpus import DEFAULT_SIZES, LENGTH_BUCKETS, Pair, length_bucket, splits
 from .decoding import cross_attention, translate
 
@@ -45,7 +45,7 @@ def held_out_pairs(n: int | None = None) -> list[Pair]:
     return pairs if n is None else pairs[:n]
 
 
-def exact_match(dm: DemoModel, pairs: Sequence[Pair]) -> dict:
+def exact_match(dm: TrainedModel, pairs: Sequence[Pair]) -> dict:
     """Greedy exact match overall, per length bucket and per source length (with counts)."""
     outputs = translate(dm, [p.source for p in pairs])
     hits: dict[str, list[int]] = defaultdict(list)
@@ -67,7 +67,7 @@ def _mean_n(values: list[int]) -> dict:
     return {"accuracy": float(np.mean(values)) if values else None, "n": len(values)}
 
 
-def alignment_accuracy(dm: DemoModel, pairs: Sequence[Pair]) -> dict:
+def alignment_accuracy(dm: TrainedModel, pairs: Sequence[Pair]) -> dict:
     """Argmax-vs-gold alignment accuracy per (layer, head) and per layer head average.
 
     Returns ``{"content": {...}, "all": {...}}``, each with ``heads`` ([layers][heads]),
@@ -120,7 +120,7 @@ def _misses(pairs: Sequence[Pair], patterns: list[np.ndarray], layer: int, head:
     return {"misses": misses, "determiner_misses": determiner_misses}
 
 
-def evaluate_model(dm: DemoModel, pairs: Sequence[Pair]) -> dict:
+def evaluate_model(dm: TrainedModel, pairs: Sequence[Pair]) -> dict:
     start = time.perf_counter()
     scores = {"exact_match": exact_match(dm, pairs)}
     if dm.has_attention:
@@ -130,7 +130,7 @@ def evaluate_model(dm: DemoModel, pairs: Sequence[Pair]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m attention_viz.demo.evaluate", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m attention_viz.trained.evaluate", description=__doc__.split("\n")[0])
     parser.add_argument("--models-dir", type=Path, default=checkpoint.MODELS_DIR)
     parser.add_argument("--sample", type=int, help="score only the first N test pairs (default: all 2000)")
     parser.add_argument("--threads", type=int, default=2)
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in MODEL_NAMES:
         folder = args.models_dir / name
         if checkpoint.missing_files(folder):
-            print(f"{name}: not trained yet ({folder}); run python -m attention_viz.demo.train --model {name}")
+            print(f"{name}: not trained yet ({folder}); run python -m attention_viz.trained.train --model {name}")
             continue
         dm = checkpoint.load(folder)
         models[name] = {

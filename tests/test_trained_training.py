@@ -12,9 +12,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from attention_viz.backends.demo import DemoTranslationBackend
-from attention_viz.demo import checkpoint
-from attention_viz.demo.train import train
+from attention_viz.backends.translation import TranslationBackend
+from attention_viz.trained import checkpoint
+from attention_viz.trained.train import train
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = dict(steps=4, tiny=True, train_size=200, dev_size=10, eval_every=0, log=lambda _: None)
@@ -34,14 +34,14 @@ def test_smoke_training_is_deterministic_and_loadable(name, tmp_path):
     dm = checkpoint.load(tmp_path / "a")
     assert dm.training["hyperparameters"]["steps"] == 4
     if dm.has_attention:
-        result = DemoTranslationBackend(name, dm).run("the council signed the treaty .")
+        result = TranslationBackend(name, dm).run("the council signed the treaty .")
         assert "decoder.layers.0.cross_attn.pattern" in result.arrays
 
 
 def test_training_command_line(tmp_path):
     out = tmp_path / "model"
     done = subprocess.run(
-        [sys.executable, "-m", "attention_viz.demo.train", "--model", "toy-translate-rnn", "--tiny",
+        [sys.executable, "-m", "attention_viz.trained.train", "--model", "toy-translate-rnn", "--tiny",
          "--steps", "3", "--train-size", "100", "--dev-size", "10", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ},
     )

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from attention_viz.backends.base import ModelError
+from attention_viz.errors import ModelError
 from attention_viz.backends.registry import MODELS, availability, load_backend
-from attention_viz.demo import checkpoint
-from attention_viz.demo.decoding import translate
-from attention_viz.demo.evaluate import MODEL_NAMES, alignment_accuracy, exact_match, held_out_pairs
+from attention_viz.trained import checkpoint
+from attention_viz.trained.decoding import translate
+from attention_viz.trained.evaluate import MODEL_NAMES, alignment_accuracy, exact_match, held_out_pairs
 from attention_viz.hooks import capture
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +57,7 @@ def test_shipped_models_are_registered_available_and_small():
     "name, exact_bar, alignment_bar", [("toy-translate", 0.95, 0.80), ("toy-translate-rnn", 0.90, 0.80)]
 )
 def test_meets_the_bars_on_held_out_sentences(name, exact_bar, alignment_bar, sample):
-    dm = load_backend(name).demo
+    dm = load_backend(name).trained
     em = exact_match(dm, sample)
     assert em["n"] == SAMPLE
     assert em["overall"] >= exact_bar, em
@@ -67,7 +67,7 @@ def test_meets_the_bars_on_held_out_sentences(name, exact_bar, alignment_bar, sa
 
 def test_attention_beats_no_attention_on_long_sentences(sample):
     long = [p for p in sample if len(p.source) >= 16]
-    with_attention = exact_match(load_backend("toy-translate-rnn").demo, long)["overall"]
+    with_attention = exact_match(load_backend("toy-translate-rnn").trained, long)["overall"]
     without = exact_match(checkpoint.load(checkpoint.MODELS_DIR / "gru-no-attention"), long)["overall"]
     assert with_attention > without
 
@@ -81,7 +81,7 @@ def test_greedy_decoding_is_deterministic_and_matches_the_batched_decoder(name, 
     for key in first.arrays:
         assert np.array_equal(first.arrays[key], second.arrays[key])
     sources = [p.source for p in sample[:8]]
-    batched = translate(backend.demo, sources)
+    batched = translate(backend.trained, sources)
     for source, words in zip(sources, batched):
         assert backend.run(" ".join(source)).meta["translation"] == " ".join(words)
 

@@ -28,13 +28,14 @@ from pathlib import Path
 
 import torch
 
-from ..demo import checkpoint
-from ..demo.corpus import Vocab
-from ..demo.rnn import RNNSeq2Seq
+from ..trained import checkpoint
+from ..trained.corpus import Vocab
+from ..trained.rnn import RNNSeq2Seq
 from ..hooks import KINDS, capture
 from ..result import AttentionResult
 from ..tokens import Tokens, from_words
-from .base import Backend, ModelError
+from ..errors import ModelError
+from .base import Backend
 
 _PUNCTUATION = re.compile(r"^(.*?)([.,;:!?]*)$")
 RNN_KINDS = ("scores", "pattern")
@@ -52,23 +53,23 @@ def split_words(text: str) -> list[str]:
     return words
 
 
-class DemoTranslationBackend(Backend):
-    """An encoder–decoder demo model loaded from its folder (see :mod:`attention_viz.demo.checkpoint`)."""
+class TranslationBackend(Backend):
+    """An encoder–decoder demo model loaded from its folder (see :mod:`attention_viz.trained.checkpoint`)."""
 
     shape = "encoder-decoder"
 
-    def __init__(self, name: str, demo: checkpoint.DemoModel) -> None:
+    def __init__(self, name: str, trained: checkpoint.TrainedModel) -> None:
         self.name = name
-        self.demo = demo
-        self.model = demo.model.eval()
-        self.src_vocab, self.tgt_vocab = demo.src_vocab, demo.tgt_vocab
-        self.max_tokens = demo.max_len
+        self.trained = trained
+        self.model = trained.model.eval()
+        self.src_vocab, self.tgt_vocab = trained.src_vocab, trained.tgt_vocab
+        self.max_tokens = trained.max_len
         self.kinds = RNN_KINDS if isinstance(self.model, RNNSeq2Seq) else KINDS
-        if not demo.has_attention:
+        if not trained.has_attention:
             raise ModelError(f"{name} has no attention to show")
 
     @classmethod
-    def from_folder(cls, name: str, folder: Path) -> DemoTranslationBackend:
+    def from_folder(cls, name: str, folder: Path) -> TranslationBackend:
         try:
             return cls(name, checkpoint.load(folder))
         except ValueError as error:
@@ -151,8 +152,8 @@ class DemoTranslationBackend(Backend):
         return AttentionResult.from_recorder(self.name, tokens, recorded, self._decoder_tokens(ids, words), meta)
 
 
-def load(name: str, folder: Path) -> DemoTranslationBackend:
-    return DemoTranslationBackend.from_folder(name, folder)
+def load(name: str, folder: Path) -> TranslationBackend:
+    return TranslationBackend.from_folder(name, folder)
 
 
 def shipped_folder(name: str) -> Path:
@@ -162,6 +163,6 @@ def shipped_folder(name: str) -> Path:
     if missing:
         raise ModelError(
             f"{name} is not trained: {folder} lacks {', '.join(missing)} "
-            f"(run python -m attention_viz.demo.train --model {name})"
+            f"(run python -m attention_viz.trained.train --model {name})"
         )
     return folder

@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from attention_viz.demo import corpus
-from attention_viz.demo.corpus import Pair, Vocab, generate, is_held_out, length_bucket, splits
+from attention_viz.trained import corpus
+from attention_viz.trained.corpus import Pair, Vocab, generate, is_held_out, length_bucket, splits
 
 SMALL = (3000, 300, 920)  # 920 test sentences = 40 per source length 3..25
 ADJ = {a.en: a for a in corpus.ADJECTIVES}

@@ -1,13 +1,13 @@
 """Train a demo translation model on the synthetic corpus (the training data flow: teacher forcing).
 
-    python -m attention_viz.demo.train --model toy-translate      [--seed 0] [--steps N] [--out DIR]
-    python -m attention_viz.demo.train --model toy-translate-rnn
-    python -m attention_viz.demo.train --model gru-no-attention
+    python -m attention_viz.trained.train --model toy-translate      [--seed 0] [--steps N] [--out DIR]
+    python -m attention_viz.trained.train --model toy-translate-rnn
+    python -m attention_viz.trained.train --model gru-no-attention
 
 Each run is deterministic for a seed (seeded ``random``/``numpy``/``torch``, deterministic torch
 algorithms, a fixed number of threads) and writes ``model.safetensors``, ``config.json``,
 ``src_vocab.json``, ``tgt_vocab.json`` and ``training.json`` into ``--out`` (default: the shipped
-folder ``attention_viz/demo/models/<name>/``). ``--tiny`` shrinks the model and the data for smoke
+folder ``attention_viz/trained/models/<name>/``). ``--tiny`` shrinks the model and the data for smoke
 tests. Data: ``corpus.splits(seed=0)`` train split (40 000 pairs); vocabularies from it.
 
 Batches hold sentences of similar source length; Adam with linear warmup then cosine decay,
@@ -236,10 +236,10 @@ def _train(name, out, architecture, config, hyper, seed, tiny, train_size, dev_s
     record = {
         "model": name,
         "architecture": architecture,
-        "command": "python -m attention_viz.demo.train " + " ".join(sys.argv[1:]) if __name__ == "__main__" else None,
+        "command": "python -m attention_viz.trained.train " + " ".join(sys.argv[1:]) if __name__ == "__main__" else None,
         "seed": seed,
         "tiny": tiny,
-        "corpus": {"generator": "attention_viz.demo.corpus.splits", "seed": CORPUS_SEED,
+        "corpus": {"generator": "attention_viz.trained.corpus.splits", "seed": CORPUS_SEED,
                    "train_pairs": len(train_pairs), "dev_pairs": len(dev_pairs)},
         "vocab": {"source": len(src_vocab), "target": len(tgt_vocab)},
         "parameters": n_params,
@@ -260,7 +260,7 @@ def _train(name, out, architecture, config, hyper, seed, tiny, train_size, dev_s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m attention_viz.demo.train", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m attention_viz.trained.train", description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True, choices=sorted(PRESETS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, help="optimizer steps (default: the preset's)")

@@ -1,0 +1,9 @@
+"""The exceptions every layer raises. This module imports nothing of ours, so any module (a weight
+loader, a backend, a page) can raise them without an import pointing back up the data flow."""
+
+from __future__ import annotations
+
+
+class ModelError(ValueError):
+    """A problem the user can fix (unknown name, bad folder, refused checkpoint, unreadable text):
+    shown as one line, never as a traceback."""
