@@ -182,35 +182,21 @@ def _visible(label: str) -> str:
     return label
 
 
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible byte → printable character table (the alphabet of byte-level BPE)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-    bs += list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, (chr(c) for c in cs)))
-
-
-_BYTE_DECODER = {c: b for b, c in _bytes_to_unicode().items()}
+_BYTE_LEVEL = decoders.ByteLevel()  # GPT-2's byte table lives in the tokenizers library
 
 
 def clean_token(token: str, byte_level: bool = False) -> str:
     """A vocabulary string as readable text: ``##`` dropped, ``▁``/``Ġ`` as spaces, byte-level
-    strings decoded (a piece holding part of a UTF-8 character shows its bytes as ``\\xNN``).
+    strings decoded by the ``tokenizers`` ByteLevel decoder (a piece holding only part of a UTF-8
+    character shows as U+FFFD ``�``).
 
     This is the fallback label when a token has no span in the text; the result is raw text
     (may be whitespace or empty), :func:`_visible` makes it displayable.
     """
     if token.startswith("##") and len(token) > 2:
         token = token[2:]
-    if byte_level and all(c in _BYTE_DECODER for c in token):
-        raw = bytes(_BYTE_DECODER[c] for c in token)
-        return raw.decode("utf-8", errors="backslashreplace")
+    if byte_level:
+        return _BYTE_LEVEL.decode([token])
     # Why: without the byte-level flag "Ġ"/"Ċ" can only be the GPT-2 space/newline markers.
     return token.replace("▁", " ").replace("Ġ", " ").replace("Ċ", "\n")
 
@@ -289,26 +275,25 @@ def _same_word(text: str, a: Span, b: Span) -> bool:
 
 
 def _word_ids(
-    text: str, spans: Sequence[Span | None], special: Sequence[bool]
+    text: str, spans: Sequence[Span | None], special: Sequence[bool], blank: Sequence[bool]
 ) -> tuple[int | None, ...]:
+    """``blank[i]``: token ``i`` is whitespace only (a spanned "Ġ"/"Ċ", or a span-less lone "▁")."""
     word_ids: list[int | None] = []
     current = -1
     prev: Span | None = None  # span of the previous token if it can be continued
-    for span, sp in zip(spans, special):
+    for span, sp, is_blank in zip(spans, special, blank):
         if sp:
             word_ids.append(None)
             prev = None
             continue
-        wordy = span is not None and bool(text[span[0] : span[1]].strip())
+        wordy = span is not None and not is_blank
         if not (wordy and prev is not None and _same_word(text, prev, span)):  # type: ignore[arg-type]
             current += 1
         word_ids.append(current)
         prev = span if wordy else None
     # Whitespace-only tokens join the word after them (right to left, so a run of them does too).
     for k in range(len(word_ids) - 2, -1, -1):
-        span = spans[k]
-        blank = span is not None and not special[k] and not text[span[0] : span[1]].strip()
-        if blank and word_ids[k + 1] is not None and spans[k + 1] is not None:
+        if blank[k] and not special[k] and word_ids[k + 1] is not None and spans[k + 1] is not None:
             word_ids[k] = word_ids[k + 1]
     # Renumber 0, 1, 2, ... in text order.
     renumber: dict[int, int] = {}
@@ -351,6 +336,10 @@ def from_encoding(
         for (s, e), string in zip(encoding.offsets, strings)
     ]
     spans = _display_spans(text, raw)
+    blank = [
+        not (text[span[0] : span[1]] if span is not None else clean_token(string, byte_level)).strip()
+        for string, span in zip(strings, spans)
+    ]
     labels: list[str] = []
     for string, sp, span in zip(strings, special, spans):
         if sp:
@@ -366,7 +355,7 @@ def from_encoding(
         offsets=tuple(spans),
         special=special,
         unknown=unknown,
-        word_ids=_word_ids(text, spans, special),
+        word_ids=_word_ids(text, spans, special, blank),
     )
 
 
@@ -429,12 +418,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def _bert_wordpiece(folder: Path) -> Tokenizer:
     """A BERT WordPiece tokenizer from ``vocab.txt``, configured like ``BertTokenizer``."""
-    lines = (folder / "vocab.txt").read_text(encoding="utf-8").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the file's final newline, not a token
-    vocab: dict[str, int] = {}
-    for i, line in enumerate(lines):
-        vocab[line.rstrip("\r")] = i
+    vocab: dict[str, int] = models.WordPiece.read_file(str(folder / "vocab.txt"))
     cfg = {**_read_json(folder / "config.json"), **_read_json(folder / "tokenizer_config.json")}
     lowercase = cfg.get("do_lower_case")
     if lowercase is None:
@@ -515,6 +499,14 @@ def _is_byte_level(tokenizer: Tokenizer) -> bool:
     return any("ByteLevel(" in repr(part) for part in (tokenizer.pre_tokenizer, tokenizer.decoder))
 
 
+def _copy(tokenizer: Tokenizer) -> Tokenizer:
+    """A private copy without padding or truncation."""
+    copy = Tokenizer.from_str(tokenizer.to_str())
+    copy.no_padding()
+    copy.no_truncation()
+    return copy
+
+
 def tokenize(tokenizer: Tokenizer, text: str, max_tokens: int) -> tuple[Tokens, int]:
     """Tokenize ``text`` to at most ``max_tokens`` tokens, special tokens included.
 
@@ -524,17 +516,20 @@ def tokenize(tokenizer: Tokenizer, text: str, max_tokens: int) -> tuple[Tokens, 
     it is never mutated (one with padding/truncation switched on is copied first).
     """
     if tokenizer.truncation is not None or tokenizer.padding is not None:
-        tokenizer = Tokenizer.from_str(tokenizer.to_str())
-        tokenizer.no_padding()
-        tokenizer.no_truncation()
+        tokenizer = _copy(tokenizer)
     budget = max_tokens - tokenizer.num_special_tokens_to_add(is_pair=False)
     if budget < 1:
         raise ValueError(f"max_tokens={max_tokens} leaves no room for text tokens")
-    encoding = tokenizer.encode(text, add_special_tokens=False)
-    dropped = max(0, len(encoding.ids) - budget)
+    # One encode call, so the post-processor runs once: RoBERTa's and BART's trim the leading
+    # space off every "Ġword" span, and a second pass would trim the word's first letter too.
+    encoding = tokenizer.encode(text)
+    dropped = max(0, len(encoding.ids) - max_tokens)
     if dropped:
-        encoding.truncate(budget)
-    encoding = tokenizer.post_process(encoding, None, add_special_tokens=True)
+        # Truncation must happen before the special tokens are added, inside encode: a private
+        # copy (long texts only) keeps the shared tokenizer untouched.
+        tokenizer = _copy(tokenizer)
+        tokenizer.enable_truncation(max_tokens)
+        encoding = tokenizer.encode(text)
     unk_id = _unk_id(tokenizer)
     special_ids = {
         i for i, added in tokenizer.get_added_tokens_decoder().items() if added.special and i != unk_id

