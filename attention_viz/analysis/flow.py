@@ -3,7 +3,7 @@ the attention weights; the flow from a top token to an input token is a max-flow
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -153,9 +153,7 @@ def _dinic(
     """Dinic's max-flow from node 0 to node ``n_nodes - 1``; stops early at ``bound``.
 
     ``adj[u]`` lists the edges out of ``u`` (reverse edges included), ``adj_to[u]`` their heads.
-    Each phase: BFS levels in the residual graph, then one depth-first blocking flow that sends
-    flow down several branches per visit (a shared path prefix is walked once) and marks dead
-    ends. Recursion depth is the BFS distance to the sink (< number of nodes).
+    Each phase: BFS levels in the residual graph, then one blocking flow (:func:`_blocking_flow`).
     """
     s, t = 0, n_nodes - 1
     flow = 0.0
@@ -178,40 +176,71 @@ def _dinic(
         for v in range(n_nodes):  # nodes as far as the sink (or farther) lead nowhere useful
             if level[v] >= depth and v != t:
                 level[v] = -1
-        pointer = [0] * n_nodes
-
-        def push(u: int, amount: float) -> float:
-            edges, heads = adj[u], adj_to[u]
-            nl = level[u] + 1
-            i, m = pointer[u], len(edges)
-            sent = 0.0
-            while i < m:
-                v = heads[i]
-                if level[v] == nl:
-                    e = edges[i]
-                    c = cap[e]
-                    if c > _EPS:
-                        want = amount - sent
-                        if want > c:
-                            want = c
-                        got = want if v == t else push(v, want)
-                        if got > 0.0:
-                            cap[e] = c - got
-                            cap[e ^ 1] += got
-                            sent += got
-                            if amount - sent <= _EPS:
-                                pointer[u] = i
-                                return sent
-                i += 1
-            pointer[u] = i
-            level[u] = -1  # dead end for the rest of this phase
-            return sent
-
-        pushed = push(s, bound - flow)
+        pushed = _blocking_flow(s, t, bound - flow, cap, adj, adj_to, level)
         if pushed <= 0.0:
             break
         flow += pushed
     return flow
+
+
+def _blocking_flow(
+    s: int, t: int, limit: float, cap: list[float], adj: list[list[int]], adj_to: list[list[int]], level: list[int]
+) -> float:
+    """One depth-first blocking flow along increasing levels, at most ``limit``.
+
+    Sends flow down several branches per visit (a shared path prefix is walked once), keeps a
+    current-edge pointer per node and marks dead ends (``level = -1``). The depth-first walk
+    keeps its own stack of frames ``[node, amount asked, amount sent, edge index]`` instead of
+    recursing, so any depth works and no interpreter setting is touched.
+    """
+    pointer = [0] * len(level)
+    stack = [[s, limit, 0.0, 0]]
+    returned: float | None = None  # what the frame just finished sent back to its parent
+    while stack:
+        frame = stack[-1]
+        u, amount, sent, i = frame
+        edges, heads = adj[u], adj_to[u]
+        if returned is not None:  # back from a child reached through edge i
+            got, returned = returned, None
+            if got > 0.0:
+                e = edges[i]
+                cap[e] -= got
+                cap[e ^ 1] += got
+                sent += got
+                if amount - sent <= _EPS:
+                    pointer[u] = i
+                    stack.pop()
+                    returned = sent
+                    continue
+            i += 1
+        next_level, m = level[u] + 1, len(edges)
+        descended = False
+        while i < m:
+            v = heads[i]
+            if level[v] == next_level:
+                e = edges[i]
+                c = cap[e]
+                if c > _EPS:
+                    want = min(amount - sent, c)
+                    if v != t:
+                        frame[2], frame[3] = sent, i
+                        stack.append([v, want, 0.0, pointer[v]])
+                        descended = True
+                        break
+                    cap[e] = c - want  # the sink takes everything offered
+                    cap[e ^ 1] += want
+                    sent += want
+                    if amount - sent <= _EPS:
+                        break
+            i += 1
+        if descended:
+            continue
+        pointer[u] = i
+        if i >= m:
+            level[u] = -1  # dead end for the rest of this phase
+        stack.pop()
+        returned = sent
+    return returned or 0.0
 
 
 def attention_flow(
@@ -257,10 +286,6 @@ def attention_flow(
     else:
         bounds = _flow_bounds(A)
         graph = _LayeredGraph(A)
-        # the blocking-flow DFS recurses once per BFS level (≤ nodes; ~layers in practice). Only
-        # ever raised, never restored: lowering it could break a concurrent call in another thread.
-        if sys.getrecursionlimit() < graph.n_nodes + 500:
-            sys.setrecursionlimit(graph.n_nodes + 500)
         flow = np.array([[graph.max_flow(i, j, bounds[i, j]) for j in range(n)] for i in rows])
         flow = flow.reshape(len(rows), n)
     if normalize:
