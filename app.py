@@ -5,7 +5,11 @@ Streamlit only: the inputs, the cached model run, then one view. Run with `make 
 
 from __future__ import annotations
 
-import logging
+from attention_viz.settings import apply_process_settings
+
+apply_process_settings()  # the server's process settings, before anything imports torch
+
+import logging  # noqa: E402
 
 import streamlit as st
 

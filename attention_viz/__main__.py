@@ -1,5 +1,9 @@
 import sys
 
-from .cli import main
+from .settings import apply_process_settings
+
+apply_process_settings()  # before the CLI imports torch
+
+from .cli import main  # noqa: E402
 
 sys.exit(main())

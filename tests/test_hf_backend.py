@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -106,7 +105,8 @@ def save_t5(folder) -> None:
 
 def save_bart(folder) -> None:
     tokenizer = byte_level_bpe(["<s>", "<pad>", "</s>", "<unk>"])
-    tokenizer.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0), trim_offsets=False)
+    # As BART's and RoBERTa's own tokenizer.json: spans trimmed of the leading space.
+    tokenizer.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0), trim_offsets=True)
     PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
     ).save_pretrained(folder)
@@ -183,7 +183,7 @@ def test_bert_encoder_self_attention(backends, folders):
     n = len(result.tokens)
     assert sorted(result.arrays) == [f"encoder.layers.{i}.self_attn.pattern" for i in range(2)]
     assert result.tokens.labels == ("[CLS]", "The", "cat", "sat", "on", "the", "zebra", "mat", "[SEP]")
-    assert result.tokens.unknown[6] and result.meta == {"dropped": 0}
+    assert result.tokens.unknown[6] and result.meta["dropped"] == 0
     ids, expected = direct(folders["bert"], AutoModel, text)
     assert list(result.tokens.ids) == ids
     for i, weights in enumerate(expected.attentions):
@@ -222,7 +222,7 @@ def test_encoder_decoder_teacher_forced(backends, folders, name):
     assert backend.shape == "encoder-decoder"
     result = backend.run(text, target=target)
     source, decoder = len(result.tokens), len(result.target_tokens)
-    assert result.meta == {"dropped": 0, "target_dropped": 0}
+    assert (result.meta["dropped"], result.meta["target_dropped"]) == (0, 0)
     assert set(result.arrays) == {
         *(f"encoder.layers.{i}.self_attn.pattern" for i in range(2)),
         *(f"decoder.layers.{i}.self_attn.pattern" for i in range(DECODER_LAYERS[name])),
@@ -275,36 +275,36 @@ def test_other_kinds_and_misplaced_targets_are_refused(backends):
         backends["gpt2"].run("the cat", target="a dog")
 
 
-def test_unknown_hub_id_fails_fast_without_hf_hub_offline():
+def test_unknown_hub_id_fails_without_touching_the_network():
     # The real-world case: no HF_HUB_OFFLINE in the environment. A fresh interpreter, because
-    # huggingface_hub reads that variable at import; only the constructor is timed.
+    # huggingface_hub reads that variable at import; an audit hook records every network attempt.
     script = (
-        "import time\n"
+        "import sys\n"
+        "attempts = []\n"
+        "sys.addaudithook(lambda event, args: event.startswith(('socket.getaddrinfo', 'socket.connect'))"
+        " and attempts.append(event))\n"
         "from attention_viz.backends.hf import HFBackend\n"
         "from attention_viz.errors import ModelError\n"
-        "start = time.perf_counter()\n"
         "try:\n"
         "    HFBackend('attention-viz-tests/no-such-model')\n"
         "except ModelError as error:\n"
-        "    print(f'{time.perf_counter() - start:.3f}', error)\n"
+        "    print(len(attempts), error)\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "ATTENTION_VIZ_ALLOW_DOWNLOAD")}
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run(
-        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=120
     )
-    seconds, message = done.stdout.strip().split(" ", 1)
-    assert float(seconds) < 2.0
+    attempts, message = done.stdout.strip().split(" ", 1)
+    assert attempts == "0"
     assert "\n" not in message
     assert message.startswith("hf:attention-viz-tests/no-such-model is not available offline")
     assert "ATTENTION_VIZ_ALLOW_DOWNLOAD=1" in message
 
 
-def test_missing_local_folder_fails_fast(tmp_path):
-    start = time.perf_counter()
+def test_missing_local_folder_is_refused(tmp_path):
     with pytest.raises(ModelError, match="does not exist"):
         HFBackend(str(tmp_path / "nowhere"))
-    assert time.perf_counter() - start < 2.0
 
 
 def test_pickle_only_folder_is_refused(tmp_path, folders):
@@ -342,9 +342,10 @@ def test_cached_hub_id_loads_from_the_snapshot_offline(tmp_path, folders, monkey
     assert "decoder.layers.1.self_attn.pattern" in backend.run("the cat").arrays
 
 
-@pytest.mark.skipif(os.environ.get("HF_HUB_OFFLINE") != "1", reason="would try the network")
 def test_allowed_download_blocked_by_hf_hub_offline_says_so(monkeypatch):
     monkeypatch.setenv("ATTENTION_VIZ_ALLOW_DOWNLOAD", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # read at import otherwise
     with pytest.raises(ModelError, match="cannot load the config: .*HF_HUB_OFFLINE=1 is set"):
         HFBackend("attention-viz-tests/no-such-model")
 
@@ -369,3 +370,11 @@ def test_non_canonical_decoder_ids_fall_back_to_token_strings(backends):
     assert tokens.labels == ("<pad>", "␣", "t", "h", "e", "</s>")
     assert tokens.special == (True, False, False, False, False, True)
     assert tokens.offsets == (None,) * 6
+
+
+def test_bart_labels_keep_every_first_letter(backends):
+    # BART's post-processor trims the space off "Ġcat"; the labels must still read "cat", not "at".
+    text, target = "the cat sat on the mat", "a dog is in the house"
+    result = backends["bart"].run(text, target=target)
+    assert result.tokens.labels == ("<s>", *text.split(), "</s>")
+    assert result.target_tokens.labels[2:-1] == tuple(target.split())  # after the start token and <s>

@@ -48,19 +48,14 @@ from ..result import AttentionResult
 from ..tokens import Tokens, from_encoding, tokenize
 from ..weights.safetensors_io import check_folder, read_config, safetensors_files
 from ..errors import ModelError
+from ..settings import ALLOW_DOWNLOAD_ENV, downloads_allowed
 from ..names import CROSS, DECODER_SELF, ENCODER_SELF, Group, hook_name
 from .base import Backend, check_text, require_readable
 
-ALLOW_DOWNLOAD_ENV = "ATTENTION_VIZ_ALLOW_DOWNLOAD"
 MAX_NEW_TOKENS = 64  # greedy generation budget for encoder–decoder models without a target
 DEFAULT_MAX_TOKENS = 512  # when neither tokenizer nor config states a limit (T5: relative positions)
 MAX_TOKENS_CAP = 2048  # eager attention is quadratic, and a longer heatmap is unreadable anyway
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
-
-
-def downloads_allowed() -> bool:
-    """The user's explicit opt-in to fetching models from the hub."""
-    return os.environ.get(ALLOW_DOWNLOAD_ENV) == "1"
 
 
 def model_shape(config: PretrainedConfig) -> Shape:
