@@ -24,6 +24,10 @@ COPY attention_viz ./attention_viz
 # Fails the build if the embedded default model is not there.
 RUN python -m attention_viz models | grep -q "minilm .*available offline"
 
+# Served beyond loopback: hf: loads only folders under /models (mount yours there, read-only), no hub
+# downloads, at most ATTENTION_VIZ_MAX_MODELS models in memory (docs/deploy.md).
+ENV ATTENTION_VIZ_MODEL_ROOTS=/models
+VOLUME /models
 USER 10001
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \

@@ -4,8 +4,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8501
+# Loopback: your own machine. Serving others: set ATTENTION_VIZ_MODEL_ROOTS first (docs/deploy.md).
+ADDRESS ?= 127.0.0.1
 
-.PHONY: install browser run test bench clean
+.PHONY: install browser nginx run test bench clean
 
 install: $(STAMP)
 
@@ -23,11 +25,15 @@ browser:
 	@command -v chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium chromium-driver fonts-noto-cjk; }
 
 run: install
-	$(VENV)/bin/streamlit run app.py --server.port $(PORT) --server.headless true --client.toolbarMode viewer \
+	$(VENV)/bin/streamlit run app.py --server.port $(PORT) --server.address $(ADDRESS) --server.headless true --client.toolbarMode viewer \
 		--server.fileWatcherType none \
 		--browser.gatherUsageStats false
 
-test: install browser
+# Debian's nginx for the scale-out test (two replicas behind sticky routing; docs/deploy.md).
+nginx:
+	@command -v nginx >/dev/null || { apt-get update -q && apt-get install -y -q nginx; }
+
+test: install browser nginx
 	HF_HUB_OFFLINE=1 $(PY) -m pytest
 
 # Measured side by side (ours vs transformers SDPA and eager, figures, memory, browser); writes the table.

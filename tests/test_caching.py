@@ -7,6 +7,7 @@ import pytest
 
 from attention_viz.backends import registry
 from attention_viz.backends.scratch import ScratchEncoderBackend
+from attention_viz.model_cache import ModelCache
 from attention_viz.ui import cache
 
 
@@ -57,7 +58,7 @@ def test_a_model_loads_once_even_when_many_sessions_ask_at_once(monkeypatch):
 
     monkeypatch.setitem(registry.MODELS, "minilm", registry.MODELS["minilm"].__class__(
         **{**registry.MODELS["minilm"].__dict__, "load": counting_load}))
-    monkeypatch.setattr(registry, "_loaded", {})
+    monkeypatch.setattr(registry, "_loaded", ModelCache())
     results = []
     barrier = threading.Barrier(8)
 

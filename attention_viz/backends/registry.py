@@ -1,4 +1,4 @@
-"""Model names → loaded backends, each loaded once per process.
+"""Model names → loaded backends, each loaded once per process (at most ATTENTION_VIZ_MAX_MODELS at a time).
 
 ``minilm``            all-MiniLM-L6-v2 in our own encoder (the default; shipped by a PyPI package)
 ``hf:<id or path>``   the same forward done by ``transformers`` itself, for any architecture it runs
@@ -7,12 +7,13 @@ demo models           our own small trained models, shipped in the repo (see att
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..access import hf_source
 from ..errors import ModelError
+from ..model_cache import ModelCache
 from .base import Backend
 
 DEFAULT_MODEL = "minilm"
@@ -81,8 +82,7 @@ MODELS: dict[str, ModelInfo] = {
     ),
 }
 
-_loaded: dict[str, Backend] = {}
-_lock = threading.Lock()
+_loaded: ModelCache[Backend] = ModelCache()
 
 
 def model_names() -> list[str]:
@@ -101,15 +101,17 @@ def unknown_model_message(name: str) -> str:
     return f"unknown model {name!r}; available: {', '.join(MODELS)}, or hf:<hub id or local folder>"
 
 
-def load_backend(name: str) -> Backend:
-    """The backend for ``name``, loaded on first use and shared afterwards (thread-safe)."""
+def load_backend(name: str, *, exposed: bool = False) -> Backend:
+    """The backend for ``name``, loaded on first use and shared afterwards (thread-safe).
+
+    ``exposed``: the app is served beyond loopback, which narrows what ``hf:`` may load (access.py).
+    """
     name = name.strip()
-    if not name.startswith(HF_PREFIX) and name not in MODELS:
+    if name.startswith(HF_PREFIX):  # the operator's roots, checked before the path is touched
+        name = HF_PREFIX + hf_source(name[len(HF_PREFIX) :].strip(), exposed=exposed)
+    elif name not in MODELS:
         raise ModelError(unknown_model_message(name))
-    with _lock:  # one load per process even when several sessions ask at once
-        if name not in _loaded:
-            _loaded[name] = _load(name)
-        return _loaded[name]
+    return _loaded.get_or_load(name, lambda: _load(name))
 
 
 def _load(name: str) -> Backend:

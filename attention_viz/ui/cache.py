@@ -8,7 +8,9 @@ are never mutated, so sharing one object is safe.
 from __future__ import annotations
 
 import streamlit as st
+from streamlit import config
 
+from ..access import beyond_loopback
 from ..backends.base import Backend
 from ..backends.registry import load_backend
 from ..result import AttentionResult
@@ -16,9 +18,12 @@ from ..result import AttentionResult
 MAX_RESULTS = 24  # ≈ 24 × 75 MB at the 512-token worst case
 
 
-@st.cache_resource(show_spinner="Loading the model…")
 def backend(name: str) -> Backend:
-    return load_backend(name)
+    """Models live in the registry's bounded cache (ATTENTION_VIZ_MAX_MODELS), not in st.cache_resource,
+    which would keep evicted models alive. AppTest runs pages headless: it serves no network."""
+    exposed = not config.get_option("global.appTest") and beyond_loopback(config.get_option("server.address"))
+    with st.spinner("Loading the model…"):  # shows only if the load takes over half a second
+        return load_backend(name, exposed=exposed)
 
 
 @st.cache_resource(max_entries=MAX_RESULTS, show_spinner="Running the model…")

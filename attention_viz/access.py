@@ -1,0 +1,95 @@
+"""What an ``hf:`` name may load: the operator's model roots and the server's reach.
+
+Three situations, decided before the named path is touched:
+
+- A person's own machine (the app on loopback, the CLI, a notebook) with no roots set: anything
+  ``transformers`` can load, as convenient as ever.
+- ``ATTENTION_VIZ_MODEL_ROOTS`` set (folders separated by ``:``; always in the Docker image): a
+  folder loads only if it lies inside a root once symlinks and ``..`` are resolved. A relative name
+  (``hf:my-bert``) is looked up inside the roots.
+- The app served beyond loopback with no roots: no folder loads at all.
+
+While restricted, hub ids load only when the operator allows downloads (ATTENTION_VIZ_ALLOW_DOWNLOAD=1),
+and every refusal is one message that names neither the requested path nor whether it exists, so a
+link cannot be used to probe the server's disk.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+
+from .errors import ModelError
+
+MODEL_ROOTS_ENV = "ATTENTION_VIZ_MODEL_ROOTS"
+MAX_SPEC_CHARS = 1000  # longer than any real path or hub id; bounds the work a link can ask for
+
+
+def model_roots() -> list[Path] | None:
+    """The operator's roots, resolved; None when ``ATTENTION_VIZ_MODEL_ROOTS`` is unset or empty."""
+    raw = os.environ.get(MODEL_ROOTS_ENV, "")
+    roots = [Path(os.path.realpath(Path(part).expanduser())) for part in raw.split(":") if part.strip()]
+    return roots or None
+
+
+def beyond_loopback(address: str | None) -> bool:
+    """Whether a server bound to ``address`` answers other machines (no address = every interface)."""
+    if not address or not address.strip():
+        return True
+    host = address.strip().strip("[]")
+    if host.lower() == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name other than localhost may resolve to anything
+        return True
+
+
+def hf_source(spec: str, *, exposed: bool = False) -> str:
+    """The spec to hand to the ``hf:`` backend, or ModelError when this server may not load it.
+
+    ``exposed``: the app is served beyond loopback (the page edge reads Streamlit's config).
+    Inside the roots the resolved folder is returned, so what loads is exactly what was checked, and
+    one folder reached by several names is loaded once.
+    """
+    roots = model_roots()
+    if not spec or (roots is None and not exposed):  # (an empty spec gets the backend's own message)
+        return spec
+    # The backend's own reading of a spec (hub id or folder) and the operator's download switch.
+    from .backends.hf import HUB_ID, downloads_allowed
+
+    roots = roots or []
+    if len(spec) <= MAX_SPEC_CHARS and "\0" not in spec:
+        path = Path(spec).expanduser()
+        # A relative name is looked up inside the roots, never in the server's working directory.
+        candidates = [path] if path.is_absolute() else [root / path for root in roots]
+        inside = [folder for folder in map(_inside, candidates, [roots] * len(candidates)) if folder]
+        existing = next((folder for folder in inside if folder.is_dir()), None)
+        if existing is not None:
+            return str(existing)
+        if HUB_ID.fullmatch(spec) and downloads_allowed() and not path.exists():
+            return spec
+        if inside:  # inside a root but missing: the backend says so, naming only that path
+            return str(inside[0])
+    raise ModelError(refusal(roots, exposed, hub=downloads_allowed()))
+
+
+def refusal(roots: list[Path], exposed: bool, hub: bool) -> str:
+    """The one message for every refused spec: the same for paths that exist and paths that don't."""
+    hubs = "; hub ids are allowed" if hub else ""
+    if roots:
+        where = ", ".join(str(root) for root in roots)
+        return f"this server loads hf: models only from folders inside {where} (its {MODEL_ROOTS_ENV}){hubs}"
+    reach = "is reachable beyond this machine, so it " if exposed else ""
+    local = " (or serves it on 127.0.0.1 only)" if exposed else ""
+    return f"this server {reach}loads no hf: folders until its operator sets {MODEL_ROOTS_ENV}{local}{hubs}"
+
+
+def _inside(path: Path, roots: list[Path]) -> Path | None:
+    """``path`` with symlinks and ``..`` resolved, if that lies inside one of ``roots``."""
+    try:
+        resolved = Path(os.path.realpath(path))
+    except OSError:  # e.g. a name too long for the file system: not a folder anyone can load
+        return None
+    return resolved if any(resolved.is_relative_to(root) for root in roots) else None
