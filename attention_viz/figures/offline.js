@@ -1,0 +1,162 @@
+// The heads page of attention-viz (figures/offline.py writes the data and inlines this file).
+// Reads the JSON in #attention-data, inflates one layer's 8-bit codes when it is first shown and
+// draws one heatmap with plotly.js. User text (model name, token labels) only ever reaches the page
+// through textContent or Plotly's escaped labels, never through innerHTML.
+"use strict";
+(function () {
+  const payload = JSON.parse(document.getElementById("attention-data").textContent);
+  const chart = document.getElementById("chart");
+  const pick = {
+    attention: document.getElementById("attention"),
+    layer: document.getElementById("layer"),
+    head: document.getElementById("head"),
+  };
+  const readout = document.getElementById("readout");
+  const reductionNote = document.getElementById("reduction-note");
+  const layers = new Map(); // "attention:layer" → Promise of {codes: Uint8Array, scales: Float32Array}
+  let shown = null; // {attention, layer, head, z} of the heatmap on screen
+  let drawing = Promise.resolve();
+
+  function bytesOf(base64) {
+    if (Uint8Array.fromBase64) return Uint8Array.fromBase64(base64);
+    const text = atob(base64);
+    const bytes = new Uint8Array(text.length);
+    for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+    return bytes;
+  }
+
+  async function inflate(bytes) {
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
+    return new Uint8Array(await new Response(stream).arrayBuffer());
+  }
+
+  function layerData(a, layer) {
+    const id = a + ":" + layer;
+    if (!layers.has(id)) {
+      const blob = payload.attentions[a].data[layer];
+      const scaleBytes = bytesOf(blob.scales);
+      layers.set(id, inflate(bytesOf(blob.codes)).then((codes) => ({
+        codes: codes,
+        scales: new Float32Array(scaleBytes.buffer, scaleBytes.byteOffset, scaleBytes.byteLength / 4),
+      })));
+    }
+    return layers.get(id);
+  }
+
+  // One head, or the mean / max over heads, as rows of float64: weight = code × scale / 255.
+  function matrix(att, data, head) {
+    const nq = att.queries.length, nk = att.keys.length, size = nq * nk;
+    const heads = head === "mean" || head === "max" ? [...Array(att.heads).keys()] : [Number(head)];
+    const rows = [];
+    for (let q = 0; q < nq; q++) {
+      const row = new Float64Array(nk);
+      for (const h of heads) {
+        const scale = data.scales[h * nq + q];
+        const offset = h * size + q * nk;
+        for (let k = 0; k < nk; k++) {
+          const w = data.codes[offset + k] * scale / 255;
+          if (head === "max") row[k] = Math.max(row[k], w);
+          else row[k] += w;
+        }
+      }
+      if (head === "mean") for (let k = 0; k < nk; k++) row[k] /= heads.length;
+      rows.push(row);
+    }
+    return rows;
+  }
+
+  function peak(rows) {
+    let top = 0;
+    for (const row of rows) for (const w of row) if (w > top) top = w;
+    return top > 0 ? top : 1;
+  }
+
+  function headName(head) {
+    return head === "mean" || head === "max" ? head + " of heads" : "head " + head;
+  }
+
+  function fill(select, values, label) {
+    select.replaceChildren(...values.map((value) => {
+      const option = document.createElement("option");
+      option.value = String(value);
+      option.textContent = label(value);
+      return option;
+    }));
+  }
+
+  // Fill the layer and head lists of attention `att`, keeping the layer and head where they exist.
+  function choose(att, layer, head) {
+    const a = payload.attentions[att];
+    fill(pick.layer, [...Array(a.layers).keys()], String);
+    fill(pick.head, [...Array(a.heads).keys(), "mean", "max"], String);
+    pick.attention.value = String(att);
+    pick.layer.value = String(Math.min(Number(layer) || 0, a.layers - 1));
+    pick.head.value = head === "mean" || head === "max" || Number(head) < a.heads ? String(head) : "0";
+  }
+
+  async function draw() {
+    const a = Number(pick.attention.value);
+    const layer = Number(pick.layer.value);
+    const head = pick.head.value;
+    const att = payload.attentions[a];
+    const z = matrix(att, await layerData(a, layer), head);
+    const title = att.name + ": layer " + layer + ", " + headName(head);
+    reductionNote.textContent = head === "max"
+      ? "Max over heads: each cell is its strongest head, so rows no longer sum to 1." : "";
+    if (shown && shown.attention === a) {
+      await Plotly.update(chart, { z: [z], zmax: [peak(z)] }, { "title.text": title });
+    } else {
+      const trace = Object.assign({}, att.figure.trace, { z: z, zmax: peak(z) });
+      const layout = JSON.parse(JSON.stringify(att.figure.layout));
+      layout.title.text = title;
+      await Plotly.react(chart, [trace], layout, { displaylogo: false, responsive: true });
+    }
+    shown = { attention: a, layer: layer, head: head, z: z };
+    document.body.dataset.drawn = [att.key, layer, head].join(":");
+  }
+
+  // Draws run one after another, so a fast series of choices never interleaves two redraws.
+  function redraw() {
+    drawing = drawing.then(draw, draw);
+    window.attentionViz.drawn = drawing;
+    return drawing;
+  }
+
+  function describe(event) {
+    const point = event.points && event.points[0];
+    if (!shown || !point || !point.pointIndex) return;
+    const att = payload.attentions[shown.attention];
+    const [q, k] = point.pointIndex;
+    const weight = shown.z[q][k];
+    readout.textContent = "query " + q + " \u201c" + att.queries[q] + "\u201d \u2192 key " + k + " \u201c" +
+      att.keys[k] + "\u201d: " + weight.toFixed(6);
+  }
+
+  function step(select, delta) {
+    const next = select.selectedIndex + delta;
+    if (next < 0 || next >= select.options.length) return;
+    select.selectedIndex = next;
+    redraw();
+  }
+
+  document.getElementById("heading").textContent = payload.model;
+  fill(pick.attention, payload.attentions.map((_, i) => i), (i) => payload.attentions[i].name);
+  document.getElementById("attention-label").hidden = payload.attentions.length < 2;
+  choose(payload.start.attention, payload.start.layer, payload.start.head);
+  pick.attention.addEventListener("change", () => {
+    choose(Number(pick.attention.value), pick.layer.value, pick.head.value);
+    redraw();
+  });
+  pick.layer.addEventListener("change", redraw);
+  pick.head.addEventListener("change", redraw);
+  document.addEventListener("keydown", (event) => {
+    if (event.target instanceof HTMLSelectElement) return; // the select handles its own arrows
+    const moves = { ArrowLeft: [pick.head, -1], ArrowRight: [pick.head, 1], ArrowUp: [pick.layer, -1],
+      ArrowDown: [pick.layer, 1] };
+    if (!(event.key in moves)) return;
+    event.preventDefault();
+    step(...moves[event.key]);
+  });
+  window.attentionViz = { payload: payload, redraw: redraw, shown: () => shown };
+  redraw().then(() => chart.on("plotly_hover", describe));
+})();

@@ -1,0 +1,175 @@
+"""Pages that work from disk with no server and no network: plotly.js inlined once.
+
+* :func:`heads_html` — one page with every layer and head of a result, switchable in the page itself:
+  attention (encoder self / decoder self / cross), layer, head or the mean / max over heads, and a
+  readout of the cell under the cursor (positions, both tokens, the stored weight).
+* :func:`figures_html` — a few ordinary figures (and notes) on one page.
+
+How the heads page stores the weights (also said in the page): every attention row is quantized to
+8 bits with its own float32 scale, the row's largest weight, so ``weight = code × scale / 255``. A
+stored weight is within ``scale / 510`` of the captured one, the row's largest weight and exact zeros
+(the causal mask) stay exact, and a diffuse row of a 512-token input keeps its resolution (a scale per
+head would round it to 0 or 1/255 of the head's peak). The codes of one layer are zlib-compressed and
+base64-encoded; the page inflates a layer only when it is first shown (``DecompressionStream``), so
+the first heatmap does not wait for the others.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import zlib
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+
+from ..names import GROUPS, Group
+from ..result import AttentionResult
+from ..selection import GROUP_NAMES, group_tokens
+from .export import CONFIG
+from .heatmap import attention_heatmap
+
+ENCODING = (
+    "uint8 codes, one float32 scale per attention row (the row's largest weight): "
+    "weight = code × scale / 255; each layer's codes zlib-compressed, then base64"
+)
+ATTENTION_KEYS = {GROUPS[0]: "encoder", GROUPS[1]: "decoder", GROUPS[2]: "cross"}  # the CLI's --attention names
+HOVER = "query %{y}<br>key %{x}<br>weight %{z:.6f}<extra></extra>"  # 6 decimals: the stored value
+_SCRIPT = Path(__file__).with_name("offline.js")
+
+
+def quantize(patterns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``[..., query, key]`` weights → (uint8 codes of the same shape, float32 scales ``[..., query]``)."""
+    weights = np.asarray(patterns, dtype=np.float32)
+    if not np.isfinite(weights).all() or (weights < 0).any():
+        raise ValueError("attention weights must be finite and non-negative")
+    scales = weights.max(axis=-1)
+    safe = np.where(scales > 0, scales, 1.0)[..., None]
+    codes = np.rint(weights / safe * 255.0)
+    return np.clip(codes, 0, 255).astype(np.uint8), scales.astype(np.float32)
+
+
+def dequantize(codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """The weights the page shows, computed as the page computes them (float64, code × scale / 255)."""
+    return codes.astype(np.float64) * scales.astype(np.float64)[..., None] / 255.0
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _layer_blob(layer_patterns: np.ndarray) -> dict[str, str]:
+    codes, scales = quantize(layer_patterns)  # [heads, q, k], [heads, q]
+    return {
+        "codes": _b64(zlib.compress(np.ascontiguousarray(codes).tobytes(), 6)),
+        "scales": _b64(scales.astype("<f4").tobytes()),
+    }
+
+
+def _figure_template(query_labels: list[str], key_labels: list[str]) -> dict:
+    """Layout and trace of the project's heatmap (token axes, hover), without values: the page fills z."""
+    blank = np.zeros((len(query_labels), len(key_labels)), dtype=np.float32)
+    figure = attention_heatmap(blank, query_labels, key_labels, title=" ", hover=HOVER).to_plotly_json()
+    trace = figure["data"][0]
+    trace.pop("z", None)
+    return {"trace": trace, "layout": figure["layout"]}
+
+
+def _attention_payload(result: AttentionResult, group: Group) -> dict:
+    stack = result.stack("pattern", *group)  # [layers, heads, q, k]
+    query_tokens, key_tokens = group_tokens(result, group)
+    queries, keys = list(query_tokens.labels), list(key_tokens.labels)
+    return {
+        "key": ATTENTION_KEYS[group],
+        "name": GROUP_NAMES[group],
+        "layers": int(stack.shape[0]),
+        "heads": int(stack.shape[1]),
+        "queries": queries,
+        "keys": keys,
+        "figure": _figure_template(queries, keys),
+        "data": [_layer_blob(stack[layer]) for layer in range(stack.shape[0])],
+    }
+
+
+def heads_payload(result: AttentionResult, start: tuple[Group, int, int | str] | None = None) -> dict:
+    """Everything the heads page reads, as JSON-ready data (one entry per attention of the result);
+    ``start`` = (attention, layer, head) shown first (default: the first attention, layer 0, head 0)."""
+    attentions = result.attentions()
+    if not attentions:
+        raise ValueError("the result holds no attention pattern")
+    group, layer, head = start or (attentions[0], 0, 0)
+    return {
+        "model": result.model,
+        "encoding": ENCODING,
+        "start": {"attention": attentions.index(group), "layer": int(layer), "head": str(head)},
+        "attentions": [_attention_payload(result, group) for group in attentions],
+    }
+
+
+def script_json(data: object) -> str:
+    """JSON that is safe inside ``<script>``: no ``</script>``, ``<!--`` or ``]]>`` can close or bend it."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+@cache
+def _plotly_js() -> str:
+    return get_plotlyjs()
+
+
+def _page(title: str, body: str, tail_script: str = "") -> str:
+    """A complete page: plotly.js in the head (figures' own scripts call it as they load), then ``body``."""
+    tail = f"<script>{tail_script}</script>\n" if tail_script else ""
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n<script>{_plotly_js()}</script>\n</head>\n"
+        f"<body>\n{body}\n{tail}</body></html>\n"
+    )
+
+
+STYLE = (
+    "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:12px;color:#222}"
+    "#controls{display:flex;flex-wrap:wrap;gap:14px;align-items:center;margin:6px 0}"
+    "#controls label{display:flex;gap:6px;align-items:center}"
+    "#readout{font-family:ui-monospace,monospace;min-height:1.4em;margin:4px 0;white-space:pre-wrap}"
+    ".note{color:#555;font-size:.9em;margin:4px 0}"
+)
+
+
+def heads_html(result: AttentionResult, start: tuple[Group, int, int | str] | None = None,
+               title: str | None = None) -> str:
+    """One self-contained page with every layer and head of ``result`` (see the module docstring),
+    opened on ``start`` = (attention, layer, head)."""
+    title = title or f"attention-viz: {result.model}, every head"
+    body = (
+        "<h3 id=\"heading\"></h3>\n"
+        "<div id=\"controls\">"
+        "<label id=\"attention-label\">attention <select id=\"attention\"></select></label>"
+        "<label>layer <select id=\"layer\"></select></label>"
+        "<label>head <select id=\"head\"></select></label>"
+        "<span class=\"note\">keys: ←/→ head, ↑/↓ layer</span></div>\n"
+        "<div id=\"readout\">hover a cell: query, key and the stored weight</div>\n"
+        "<div id=\"chart\"></div>\n"
+        "<p class=\"note\" id=\"reduction-note\"></p>\n"
+        f"<p class=\"note\" id=\"encoding\">How the weights are stored: {html.escape(ENCODING)}. A stored weight is "
+        "within scale / 510 of the captured one; each row's largest weight and exact zeros are exact.</p>\n"
+        f"<script type=\"application/json\" id=\"attention-data\">{script_json(heads_payload(result, start))}</script>"
+    )
+    return _page(title, body, _SCRIPT.read_text(encoding="utf-8"))
+
+
+def figures_html(figures: Sequence[go.Figure], notes: Sequence[str] = (), title: str = "attention-viz",
+                 extra_html: Sequence[str] = ()) -> str:
+    """Several figures on one page with plotly.js inlined once; ``notes`` are plain text (escaped),
+    ``extra_html`` is markup built by this package (e.g. :func:`.focus.highlighted_text`)."""
+    parts = [f"<p class=\"note\">{html.escape(note)}</p>" for note in notes]
+    for figure in figures:
+        parts.append(figure.to_html(include_plotlyjs=False, full_html=False, config=CONFIG))
+    parts.extend(extra_html)
+    return _page(title, "\n".join(parts))
