@@ -11,6 +11,7 @@ from .errors import ModelError
 from .backends.registry import DEFAULT_MODEL, MODELS, availability, load_backend
 from .figures.export import standalone_html
 from .figures.views import VIEWS, export_figure
+from .api import export as export_view
 from .hooks import KINDS
 
 EXIT_USAGE = 2
@@ -49,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--model", default=DEFAULT_MODEL, help="model name (see `models`) or hf:<id or folder>")
     export.add_argument("--text", required=True, help="the input sentence")
     export.add_argument("--target", help="target sentence for teacher forcing (encoder–decoder models)")
-    export.add_argument("--view", required=True, choices=list(VIEWS), help="which figure")
+    export.add_argument("--view", required=True, choices=[*VIEWS, "heads"],
+                        help="which figure; heads: every layer and head in one interactive page")
     export.add_argument("--attention", choices=["encoder", "decoder", "cross"],
                         help="which attention of an encoder–decoder model (default: the first)")
     export.add_argument("--layer", type=int, default=0)
@@ -88,6 +90,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     group = ATTENTIONS[args.attention] if args.attention else None
     if group is not None and group not in result.attentions():
         return _fail(f"{args.model} has no {args.attention} attention")
+    if args.view == "heads":
+        export_view(result, args.out, view="heads", attention=args.attention, layer=args.layer, head=head)
+        print(f"wrote {args.out}")
+        return 0
     figure = export_figure(result, args.view, args.layer, head, group)
     with open(args.out, "w", encoding="utf-8") as out:
         out.write(standalone_html(figure, f"attention-viz {args.view}"))
