@@ -7,6 +7,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from . import cli_heads
 from .errors import ModelError
 from .backends.registry import DEFAULT_MODEL, MODELS, availability, load_backend
 from .figures.export import standalone_html
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--text", required=True, help="the input sentence")
     run.add_argument("--target", help="target sentence for teacher forcing (encoder–decoder models)")
     run.add_argument("--kinds", type=_kinds, default=("pattern",), help="'all' or e.g. pattern,scores,q")
+    cli_heads.add_run_options(run)
     run.add_argument("--out", required=True, help="where to write the .npz")
 
     export = commands.add_parser("export", help="write one view as a standalone HTML file (works offline)")
@@ -58,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--head", default="0", help="a head index, mean or max")
     export.add_argument("--out", required=True, help="where to write the .html")
 
+    cli_heads.add_parser(commands)
     commands.add_parser("models", help="list the models and whether they are available offline")
     return parser
 
@@ -68,7 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.out.endswith(".npz"):
         return _fail("--out must end in .npz")
     backend = load_backend(args.model)
-    result = backend.run(args.text, target=args.target, kinds=args.kinds)
+    result = cli_heads.run(backend, args)
     result.save_npz(args.out)
     dropped = result.meta.get("dropped", 0)
     note = f" ({dropped} tokens beyond the model's {backend.max_tokens} were dropped)" if dropped else ""
@@ -121,6 +124,6 @@ def cmd_models(_: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"run": cmd_run, "export": cmd_export, "models": cmd_models}[args.command](args)
+        return {"run": cmd_run, "export": cmd_export, "heads": cli_heads.cmd_heads, "models": cmd_models}[args.command](args)
     except (ModelError, ValueError, OSError) as error:
         return _fail(str(error))

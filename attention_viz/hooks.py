@@ -127,3 +127,62 @@ def capture(
 def capture_active() -> bool:
     """True inside a :func:`capture` of the current thread/task (tests check it is gone after)."""
     return _active_recorder.get() is not None
+
+
+# -- head ablation ------------------------------------------------------------------------------
+# Same per-call rule as capture: the heads to remove live in a ContextVar, never on the modules,
+# so two sessions ablating different heads of one shared model never see each other's choice.
+
+_active_ablation: contextvars.ContextVar[dict[str, HeadRemoval] | None] = contextvars.ContextVar(
+    "attention_viz_ablation", default=None
+)
+
+
+class HeadRemoval:
+    """Which heads of one attention lose their context, and what replaces it.
+
+    ``replacement`` None: zeros (zero ablation); else one ``(heads, d_k)`` row per removed head,
+    broadcast over positions (mean ablation: the head's mean context over a probe set).
+    """
+
+    def __init__(self, heads: Collection[int], replacement: torch.Tensor | None = None) -> None:
+        self.heads = tuple(sorted({int(h) for h in heads}))
+        if replacement is not None and tuple(replacement.shape[:1]) != (len(self.heads),):
+            raise ValueError(f"one replacement row per removed head expected, got {tuple(replacement.shape)}")
+        self.replacement = replacement
+
+    def apply(self, context: torch.Tensor) -> torch.Tensor:
+        """context (B, h, T, d_k) → a new tensor with the removed heads replaced (the input is untouched)."""
+        removed = torch.zeros(context.size(1), dtype=torch.bool, device=context.device)
+        removed[list(self.heads)] = True
+        if self.replacement is None:
+            return context.masked_fill(removed[None, :, None, None], 0.0)
+        rows = torch.zeros(context.size(1), context.size(-1), dtype=context.dtype, device=context.device)
+        rows[list(self.heads)] = self.replacement.to(context.dtype)
+        return torch.where(removed[None, :, None, None], rows[None, :, None, :], context)
+
+
+@contextmanager
+def ablate(removals: dict[str, HeadRemoval]) -> Iterator[None]:
+    """Remove heads during the ``with`` block, for this thread/task only.
+
+    ``removals``: context hook name (``encoder.layers.2.self_attn.context``) → :class:`HeadRemoval`.
+    The attention hands the replaced context to its ``context`` hook point and to the output
+    projection, so a capture records exactly what ``W_O`` received.
+    """
+    if _active_ablation.get() is not None:
+        raise RuntimeError("an ablation is already active in this context")
+    token = _active_ablation.set(dict(removals))
+    try:
+        yield
+    finally:
+        _active_ablation.reset(token)
+
+
+def ablated(name: str, context: torch.Tensor) -> torch.Tensor:
+    """``context`` with this call's removed heads of attention ``name`` replaced (itself when none)."""
+    removals = _active_ablation.get()
+    if removals is None:
+        return context
+    removal = removals.get(name)
+    return context if removal is None else removal.apply(context)

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import causal_mask, scaled_dot_product_attention
-from .hooks import HookPoint, name_hook_points
+from .hooks import HookPoint, ablated, name_hook_points
 from .positional import LearnedEncoding, SinusoidalEncoding
 
 Shape = Literal["encoder-only", "decoder-only", "encoder-decoder"]
@@ -140,7 +140,8 @@ class MultiHeadAttention(nn.Module):
         if scores is not None:
             self.scores(scores)  # (B, h, Tq, Tk)
         self.pattern(pattern)  # (B, h, Tq, Tk)
-        context = self.context(context)  # (B, h, Tq, d_k)
+        # an ablated head's context is replaced before the hook, so the capture sees what W_O gets
+        context = self.context(ablated(self.context.name, context))  # (B, h, Tq, d_k)
         batch, _, length, _ = context.shape
         concat = context.transpose(1, 2).reshape(batch, length, self.h * self.d_k)  # (B, Tq, d_model)
         return self.w_o(concat)

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Collection
+from dataclasses import dataclass
 
+import numpy as np
+
+from ..analysis.ablation import Ablation
+from ..analysis.probes import english_probes
 from ..errors import ModelError
 from ..model import Shape
+from ..names import Group
 from ..result import AttentionResult
 from ..tokens import Tokens
 
@@ -29,6 +35,14 @@ def require_readable(tokens: Tokens) -> Tokens:
     return tokens
 
 
+@dataclass(frozen=True)
+class Outputs:
+    """What a forward computed besides attention, as plain numpy: what an ablation's effect is measured on."""
+
+    hidden: np.ndarray  # (T, d_model) final hidden states: the encoder's (encoder-only), else the decoder's
+    log_probs: np.ndarray | None = None  # decoders: (T,) log p(the token that follows each decoder input)
+
+
 class Backend(ABC):
     """A loaded model that turns text into captured attention.
 
@@ -41,6 +55,7 @@ class Backend(ABC):
     shape: Shape
     max_tokens: int  # longest input, special tokens included
     kinds: tuple[str, ...]  # which hook kinds this backend can capture
+    can_ablate: bool = False  # whether forward() can remove heads (our own Transformer only)
 
     @abstractmethod
     def tokenize(self, text: str) -> tuple[Tokens, int]:
@@ -53,3 +68,19 @@ class Backend(ABC):
         Encoder–decoder models translate ``text``: teacher-forced on ``target`` when given,
         greedy otherwise. ``result.meta["dropped"]`` counts tokens cut by truncation.
         """
+
+    def forward(
+        self, text: str, target: str | None = None, kinds: Collection[str] = ("pattern",), ablation: Ablation | None = None
+    ) -> tuple[AttentionResult, Outputs]:
+        """:meth:`run` that also returns the model's outputs, with ``ablation``'s heads removed during
+        the forward (per call: concurrent calls keep their own heads)."""
+        raise ModelError(f"{self.name} cannot remove heads: ablation needs a model that runs in our own Transformer")
+
+    def output_projection(self, group: Group, layer: int) -> np.ndarray | None:
+        """``W_O`` of one attention as ``(h·d_k, d_model)`` (``x W_O``, rows of head h at h·d_k..),
+        or None when the backend cannot see it (value-weighted norms then cannot be computed)."""
+        return None
+
+    def probe_texts(self, n: int = 24, seed: int = 0) -> list[str]:
+        """Built-in probe inputs this model can read (head detector, mean ablation), seeded."""
+        return english_probes(n, seed)

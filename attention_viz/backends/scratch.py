@@ -15,7 +15,10 @@ from ..tokens import Tokens, load_tokenizer, tokenize
 from ..weights.bert import build_bert
 from ..weights.safetensors_io import read_config, read_safetensors
 from ..errors import ModelError
-from .base import Backend, check_text, require_readable
+from ..analysis.ablation import Ablation
+from ..names import Group
+from .base import Backend, Outputs, check_text, require_readable
+from .ours import ablation_context, output_projection
 
 
 class ScratchEncoderBackend(Backend):
@@ -23,6 +26,7 @@ class ScratchEncoderBackend(Backend):
 
     shape = "encoder-only"
     kinds = KINDS
+    can_ablate = True
 
     def __init__(self, name: str, model: Transformer, tokenizer: Tokenizer) -> None:
         self.name = name
@@ -48,10 +52,27 @@ class ScratchEncoderBackend(Backend):
         use_positions: bool = True,
     ) -> AttentionResult:
         """``use_positions=False`` drops the position embeddings (the "without positions" view)."""
+        return self.forward(text, target, kinds, use_positions=use_positions)[0]
+
+    def forward(
+        self,
+        text: str,
+        target: str | None = None,
+        kinds: Collection[str] = ("pattern",),
+        ablation: Ablation | None = None,
+        use_positions: bool = True,
+    ) -> tuple[AttentionResult, Outputs]:
         if target is not None:
             raise ModelError(f"{self.name} is an encoder-only model: it takes no target text")
         tokens, dropped = self.tokenize(text)
         ids = torch.tensor([tokens.ids])
-        with torch.inference_mode(), capture(kinds=kinds) as recorded:
-            self.model(ids, use_positions=use_positions)
-        return AttentionResult.from_recorder(self.name, tokens, recorded, meta={"dropped": dropped})
+        meta: dict = {"dropped": dropped}
+        if ablation is not None:
+            meta["ablation"] = ablation.to_dict()
+        with torch.inference_mode(), ablation_context(self.model, ablation), capture(kinds=kinds) as recorded:
+            hidden = self.model(ids, use_positions=use_positions)
+        result = AttentionResult.from_recorder(self.name, tokens, recorded, meta=meta)
+        return result, Outputs(hidden[0].numpy())
+
+    def output_projection(self, group: Group, layer: int):
+        return output_projection(self.model, group, layer)

@@ -23,19 +23,26 @@ word, listed in ``meta["predicted"]`` (its last entry is usually ``<eos>``).
 from __future__ import annotations
 
 import re
+from itertools import zip_longest
+from contextlib import nullcontext
 from collections.abc import Collection
 from pathlib import Path
 
 import torch
 
 from ..trained import checkpoint
-from ..trained.corpus import Vocab
+from ..trained.corpus import Vocab, generate
 from ..trained.rnn import RNNSeq2Seq
 from ..hooks import KINDS, capture
+from ..analysis.ablation import Ablation
+from ..analysis.probes import sequence_probes
+from ..model import Transformer
+from ..names import Group
+from .ours import ablation_context, output_projection
 from ..result import AttentionResult
 from ..tokens import Tokens, from_words
 from ..errors import ModelError
-from .base import Backend
+from .base import Backend, Outputs
 
 _PUNCTUATION = re.compile(r"^(.*?)([.,;:!?]*)$")
 RNN_KINDS = ("scores", "pattern")
@@ -100,6 +107,29 @@ class TranslationBackend(Backend):
 
     # -- runs -----------------------------------------------------------------------------------
     def run(self, text: str, target: str | None = None, kinds: Collection[str] = ("pattern",)) -> AttentionResult:
+        return self.forward(text, target, kinds)[0]
+
+    @property
+    def can_ablate(self) -> bool:  # type: ignore[override]
+        return isinstance(self.model, Transformer)
+
+    def output_projection(self, group: Group, layer: int):
+        return output_projection(self.model, group, layer) if self.can_ablate else None
+
+    def probe_texts(self, n: int = 24, seed: int = 0) -> list[str]:
+        """Sentences of the corpus generator (the only English it knows) and repeated random
+        sequences of its words, alternating."""
+        sentences = [" ".join(p.source) for p in generate((n + 1) // 2, seed)]
+        known = [w for w in self.src_vocab.itos[len(Vocab.SPECIALS) :] if w.isalpha()]
+        sequences = sequence_probes(known, n // 2, seed)
+        return [text for pair in zip_longest(sentences, sequences) for text in pair if text is not None]
+
+    def forward(
+        self, text: str, target: str | None = None, kinds: Collection[str] = ("pattern",), ablation: Ablation | None = None
+    ) -> tuple[AttentionResult, Outputs]:
+        """Also the log-probability of every word the decoder produced (greedy) or was given (target)."""
+        if ablation is not None and not self.can_ablate:
+            raise ModelError(f"{self.name} has no heads to remove (its attention is a single additive one)")
         kinds = tuple(kinds)
         refused = [k for k in kinds if k not in self.kinds]
         if refused:
@@ -112,14 +142,31 @@ class TranslationBackend(Backend):
             raise ModelError("empty text")
         src = torch.tensor([tokens.ids])
         meta: dict = {"dropped": dropped}
-        if target is None:
-            return self._greedy(tokens, src, kinds, meta)
-        return self._teacher_forced(tokens, src, target, kinds, meta)
+        if ablation is not None:
+            meta["ablation"] = ablation.to_dict()
+        with ablation_context(self.model, ablation) if self.can_ablate else nullcontext():
+            if target is None:
+                return self._greedy(tokens, src, kinds, meta)
+            return self._teacher_forced(tokens, src, target, kinds, meta)
 
-    def _greedy(self, tokens: Tokens, src: torch.Tensor, kinds: tuple[str, ...], meta: dict) -> AttentionResult:
+    def _outputs(self, src: torch.Tensor, ys: torch.Tensor) -> Outputs:
+        """Teacher-forced on ``ys`` (``<bos>`` first): log p of every following id, and the decoder states."""
+        with torch.inference_mode():
+            if isinstance(self.model, RNNSeq2Seq):
+                hidden, logits = None, self.model(src, ys[:, :-1])
+            else:
+                states = self.model(src, ys[:, :-1])
+                hidden, logits = states[0].numpy(), self.model.logits(states)
+            log_probs = logits.log_softmax(-1)[0].gather(-1, ys[0, 1:, None])[:, 0]
+        return Outputs(hidden, log_probs.numpy())
+
+    def _greedy(
+        self, tokens: Tokens, src: torch.Tensor, kinds: tuple[str, ...], meta: dict
+    ) -> tuple[AttentionResult, Outputs]:
         prefix = torch.tensor([[Vocab.BOS]])
         with torch.inference_mode(), capture(kinds=kinds) as recorded:
             ys = self.model.greedy_decode(prefix, self.max_tokens - 1, Vocab.EOS, src)
+        outputs = self._outputs(src, ys)
         generated = ys[0, 1:].tolist()
         # The last captured step read ys[:-1] and predicted ys[-1] (normally <eos>).
         read = generated[:-1]
@@ -128,11 +175,11 @@ class TranslationBackend(Backend):
         meta["steps"] = len(generated)
         meta["finished"] = bool(generated) and generated[-1] == Vocab.EOS
         meta["flow"] = "greedy decoding (inference)"
-        return AttentionResult.from_recorder(self.name, tokens, recorded, self._decoder_tokens(read), meta)
+        return AttentionResult.from_recorder(self.name, tokens, recorded, self._decoder_tokens(read), meta), outputs
 
     def _teacher_forced(
         self, tokens: Tokens, src: torch.Tensor, target: str, kinds: tuple[str, ...], meta: dict
-    ) -> AttentionResult:
+    ) -> tuple[AttentionResult, Outputs]:
         words = split_words(target)
         if not words:
             raise ModelError("empty target text")
@@ -149,7 +196,9 @@ class TranslationBackend(Backend):
         meta["predicted"] = self.tgt_vocab.decode(logits[0].argmax(-1).tolist(), strip=False)
         meta["target"] = " ".join(words)
         meta["flow"] = "teacher forcing (training)"
-        return AttentionResult.from_recorder(self.name, tokens, recorded, self._decoder_tokens(ids, words), meta)
+        outputs = self._outputs(src, torch.tensor([[Vocab.BOS, *ids, Vocab.EOS]]))
+        result = AttentionResult.from_recorder(self.name, tokens, recorded, self._decoder_tokens(ids, words), meta)
+        return result, outputs
 
 
 def load(name: str, folder: Path) -> TranslationBackend:

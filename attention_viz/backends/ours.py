@@ -1,0 +1,56 @@
+"""What every backend running our own Transformer (model.py) shares: reading an attention's output
+projection, and turning a plain :class:`~attention_viz.analysis.ablation.Ablation` into the per-call
+head removal of :func:`attention_viz.hooks.ablate`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+from ..analysis.ablation import Ablation, format_head
+from ..errors import ModelError
+from ..hooks import HeadRemoval, ablate
+from ..model import MultiHeadAttention, Transformer
+from ..names import Group
+
+
+def attention_module(model: Transformer, group: Group, layer: int) -> MultiHeadAttention | None:
+    part, attn = group
+    stack = getattr(model, part, None)
+    if stack is None or not 0 <= layer < len(stack.layers):
+        return None
+    module = getattr(stack.layers[layer], attn, None)
+    return module if isinstance(module, MultiHeadAttention) else None
+
+
+def output_projection(model: Transformer, group: Group, layer: int) -> np.ndarray | None:
+    """W_O as ``(h·d_k, d_model)`` for ``x W_O`` (nn.Linear stores its transpose)."""
+    module = attention_module(model, group, layer)
+    return None if module is None else module.w_o.weight.detach().T.float().numpy().copy()
+
+
+def removals(model: Transformer, ablation: Ablation) -> dict[str, HeadRemoval]:
+    """Context hook name → HeadRemoval; a ModelError names any head the model does not have."""
+    for head in ablation.heads:
+        group, layer, index = head
+        module = attention_module(model, group, layer)
+        if module is None or not 0 <= index < module.h:
+            raise ModelError(f"the model has no head {format_head(head)}")
+    out = {}
+    for name, heads in ablation.by_context().items():
+        rows = ablation.replacement(name)
+        out[name] = HeadRemoval(heads, None if rows is None else torch.as_tensor(rows, dtype=torch.float32))
+    return out
+
+
+@contextmanager
+def ablation_context(model: Transformer, ablation: Ablation | None) -> Iterator[None]:
+    """The ``with`` block runs ``model`` without ``ablation``'s heads (nothing when None or empty)."""
+    if ablation is None or not ablation.heads:
+        yield
+        return
+    with ablate(removals(model, ablation)):
+        yield
