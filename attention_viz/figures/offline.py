@@ -134,6 +134,7 @@ def _page(title: str, body: str, tail_script: str = "") -> str:
 
 
 STYLE = (
+    "[hidden]{display:none!important}"
     "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:12px;color:#222}"
     "#controls{display:flex;flex-wrap:wrap;gap:14px;align-items:center;margin:6px 0}"
     "#controls label{display:flex;gap:6px;align-items:center}"

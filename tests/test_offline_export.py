@@ -1,0 +1,236 @@
+"""The every-head offline page (``av.export(result, path, view="heads")``): what it stores, and the
+page itself opened from disk in Debian's Chromium with every non-file request aborted — for an
+encoder (minilm), a decoder (a tiny GPT-2 built offline) and an encoder–decoder (toy-translate, cross
+attention included): it draws, switching head/layer/attention redraws with the stored values, hover
+shows the stored value with both tokens, and hostile text stays text."""
+
+import dataclasses
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+from browser import chromium
+
+import attention_viz as av
+from attention_viz.figures.offline import dequantize, quantize, script_json
+from attention_viz.names import CROSS, DECODER_SELF, ENCODER_SELF
+from attention_viz.result import AttentionResult
+
+HOSTILE = "<script>alert(1)</script> <img src=x onerror=alert(2)> The animal was tired because it slept."
+HOSTILE_LABEL = "</script><img src=x onerror=alert(3)>"
+HOSTILE_MODEL = "</script><script>alert(4)</script>"
+SOURCE = "The european economic area was signed in august 1992 ."  # in toy-translate's vocabulary
+
+
+def stored(result: AttentionResult, group, layer: int, head: int | str) -> np.ndarray:
+    """What the page shows for one head (or the mean / max), computed as the page computes it."""
+    weights = dequantize(*quantize(result.pattern(group, layer)))
+    if head == "mean":
+        return weights.mean(0)
+    return weights.max(0) if head == "max" else weights[int(head)]
+
+
+# --- what the file stores --------------------------------------------------------------------------
+
+
+def test_quantization_keeps_row_maxima_and_zeros_exact_and_the_rest_within_half_a_step():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(4, 50, 50)) * 3
+    logits[:, np.triu_indices(50, 1)[0], np.triu_indices(50, 1)[1]] = -np.inf  # causal
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights = (weights / weights.sum(-1, keepdims=True)).astype(np.float32)
+    weights[1, 7] = 0.0  # a fully masked row
+    codes, scales = quantize(weights)
+    assert codes.dtype == np.uint8 and scales.dtype == np.float32 and scales.shape == (4, 50)
+    back = dequantize(codes, scales)
+    assert np.all(np.abs(back - weights) <= scales[..., None].astype(np.float64) / 510 * (1 + 1e-6))
+    assert np.array_equal(back.max(-1), weights.max(-1).astype(np.float64))
+    assert np.all(back[weights == 0] == 0) and np.all(back[1, 7] == 0)
+    with pytest.raises(ValueError, match="finite"):
+        quantize(np.array([[np.nan, 1.0]]))
+
+
+def test_json_in_the_page_cannot_close_its_script():
+    data = {"labels": [HOSTILE_LABEL, "<!--", "]]>", "a&b", "\u2028"]}
+    text = script_json(data)
+    assert "<" not in text and ">" not in text and "&" not in text and json.loads(text) == data
+
+
+@pytest.fixture(scope="module")
+def minilm() -> AttentionResult:
+    result = av.run("minilm", HOSTILE)
+    labels = list(result.tokens.labels)
+    labels[labels.index("it")] = HOSTILE_LABEL  # a token whose label is markup, as another tokenizer could make
+    result.tokens = dataclasses.replace(result.tokens, labels=tuple(labels))
+    result.model = HOSTILE_MODEL
+    return result
+
+
+def test_512_tokens_of_minilm_fit_in_30_mb(tmp_path):
+    from benchmarks.texts import text_of_tokens
+    from attention_viz.backends.registry import load_backend
+
+    result = av.run("minilm", text_of_tokens(load_backend("minilm"), 512))
+    assert len(result.tokens) == 512
+    size = av.export(result, tmp_path / "512.html").stat().st_size
+    assert size <= 30e6, f"{size / 1e6:.1f} MB"
+
+
+# --- the page in a browser -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as opened:
+        yield opened
+
+
+@pytest.fixture(scope="module")
+def gpt2_folder(tmp_path_factory):
+    from test_hf_backend import save_gpt2
+
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("gpt2")
+    save_gpt2(folder)
+    return folder
+
+
+class Opened:
+    """One exported page opened from disk, network blocked; what it asked for and what went wrong."""
+
+    def __init__(self, browser, path):
+        self.blocked, self.errors, self.dialogs = [], [], []
+        self.page = browser.new_page(viewport={"width": 1200, "height": 1000})
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.page.on("dialog", lambda dialog: (self.dialogs.append(dialog.message), dialog.dismiss()))
+        self.page.route("**/*", self._only_files)
+        self.page.goto(path.as_uri())
+        self.page.wait_for_selector("body[data-drawn]", timeout=60_000)
+        self.page.wait_for_selector("#chart .heatmaplayer image", timeout=60_000)
+
+    def _only_files(self, route):
+        if route.request.url.startswith("file:"):
+            route.continue_()
+        else:
+            self.blocked.append(route.request.url)
+            route.abort()
+
+    def choose(self, select: str, value: str, drawn: str) -> None:
+        self.page.select_option(f"#{select}", value)
+        self.wait_drawn(drawn)
+
+    def wait_drawn(self, drawn: str) -> None:
+        self.page.wait_for_function("d => document.body.dataset.drawn === d", arg=drawn, timeout=30_000)
+
+    def z(self) -> np.ndarray:
+        return np.array(self.page.evaluate("document.getElementById('chart').data[0].z.map(r => Array.from(r))"))
+
+    def image(self) -> str:
+        return self.page.get_attribute("#chart .heatmaplayer image", "href")
+
+    def ticks(self, axis: str) -> list[str]:
+        return self.page.locator(f"#chart .{axis}tick text").all_text_contents()
+
+    def hover(self, q: int, k: int) -> tuple[str, str]:
+        """Move the mouse over cell (query q, key k): (Plotly's hover label, the readout line)."""
+        x, y = self.page.evaluate(
+            """([q, k]) => { const gd = document.getElementById('chart'), box = gd.getBoundingClientRect();
+                const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+                return [box.left + xa._offset + xa.l2p(k), box.top + ya._offset + ya.l2p(q)]; }""",
+            [q, k],
+        )
+        self.page.mouse.move(1, 1)
+        self.page.mouse.move(x, y)
+        self.page.wait_for_function(
+            "q => document.getElementById('readout').textContent.startsWith('query ' + q + ' ')", arg=q, timeout=10_000
+        )
+        label = self.page.locator(".hoverlayer .hovertext").first.text_content(timeout=10_000)
+        return label, self.page.text_content("#readout")
+
+    def clean(self) -> bool:
+        return not (self.blocked or self.errors or self.dialogs)
+
+
+def weight_in(label: str) -> str:
+    return re.search(r"weight\s*([0-9.]+)", label).group(1)
+
+
+def test_encoder_page_draws_switches_and_hovers_the_stored_values(browser, minilm, tmp_path):
+    path = av.export(minilm, tmp_path / "minilm.html")
+    opened = Opened(browser, path)
+    labels = list(minilm.tokens.labels)
+    assert opened.page.text_content("#heading") == HOSTILE_MODEL  # the model name, as text
+    assert opened.page.title() == f"attention-viz: {HOSTILE_MODEL}, every head"
+    assert np.allclose(opened.z(), stored(minilm, ENCODER_SELF, 0, 0), rtol=0, atol=1e-12)
+    first = opened.image()
+
+    opened.choose("head", "5", "encoder:0:5")
+    assert opened.image() != first, "switching head redraws the heatmap"
+    assert np.allclose(opened.z(), stored(minilm, ENCODER_SELF, 0, 5), rtol=0, atol=1e-12)
+    opened.choose("layer", "3", "encoder:3:5")
+    expected = stored(minilm, ENCODER_SELF, 3, 5)
+    assert np.allclose(opened.z(), expected, rtol=0, atol=1e-12)
+    assert np.allclose(expected, minilm.pattern(ENCODER_SELF, 3, 5), atol=float(expected.max()) / 510 + 1e-7)
+    opened.choose("head", "mean", "encoder:3:mean")
+    assert np.allclose(opened.z(), stored(minilm, ENCODER_SELF, 3, "mean"), rtol=0, atol=1e-12)
+    opened.choose("head", "max", "encoder:3:max")
+    assert np.allclose(opened.z(), stored(minilm, ENCODER_SELF, 3, "max"), rtol=0, atol=1e-12)
+    assert "no longer sum to 1" in opened.page.text_content("#reduction-note")
+    opened.choose("head", "1", "encoder:3:1")
+
+    q = labels.index(HOSTILE_LABEL)
+    z = stored(minilm, ENCODER_SELF, 3, 1)
+    k = int(z[q].argmax())
+    label, readout = opened.hover(q, k)
+    assert weight_in(label) == f"{z[q, k]:.6f}"
+    assert readout == f"query {q} “{HOSTILE_LABEL}” → key {k} “{labels[k]}”: {z[q, k]:.6f}"
+
+    # user text stayed text: no dialog, nothing injected, the markup visible as characters
+    assert opened.page.evaluate("document.querySelectorAll('script').length") == 3
+    assert opened.page.evaluate("document.querySelectorAll('img').length") == 0
+    assert opened.page.evaluate("[...document.querySelectorAll('image')].every(i => "
+                                "i.getAttribute('href').startsWith('data:image/png'))")
+    assert "script" in opened.ticks("x") and "<" in opened.ticks("x")
+    assert opened.clean(), (opened.blocked, opened.errors, opened.dialogs)
+
+
+def test_decoder_page_is_causal_and_follows_the_keyboard(browser, gpt2_folder, tmp_path):
+    result = av.run(f"hf:{gpt2_folder}", "hello world, the lazy cat sat on the mat")
+    assert result.attentions() == [DECODER_SELF]
+    opened = Opened(browser, av.export(result, tmp_path / "gpt2.html"))
+    assert not opened.page.is_visible("#attention-label"), "one attention: no attention choice"
+    opened.page.click("#readout")  # focus the page, not a select
+    opened.page.keyboard.press("ArrowRight")
+    opened.wait_drawn("decoder:0:1")
+    opened.page.keyboard.press("ArrowDown")
+    opened.wait_drawn("decoder:1:1")
+    z = opened.z()
+    assert np.allclose(z, stored(result, DECODER_SELF, 1, 1), rtol=0, atol=1e-12)
+    assert np.all(z[np.triu_indices_from(z, 1)] == 0), "the causal mask's zeros stay exact"
+    n = len(result.tokens)
+    label, readout = opened.hover(2, n - 1)  # a masked cell
+    assert weight_in(label) == "0.000000" and readout.endswith(": 0.000000")
+    assert opened.clean(), (opened.blocked, opened.errors, opened.dialogs)
+
+
+def test_encoder_decoder_page_switches_to_cross_attention(browser, tmp_path):
+    result = av.run("toy-translate", SOURCE)
+    opened = Opened(browser, av.export(result, tmp_path / "translate.html", attention="decoder", layer=1, head=2))
+    assert opened.page.input_value("#attention") == "1" and opened.page.is_visible("#attention-label")
+    assert np.allclose(opened.z(), stored(result, DECODER_SELF, 1, 2), rtol=0, atol=1e-12)
+    opened.choose("attention", "2", "cross:1:2")
+    source, target = list(result.tokens.labels), list(result.target_tokens.labels)
+    z = opened.z()
+    assert z.shape == (len(target), len(source))
+    assert np.allclose(z, stored(result, CROSS, 1, 2), rtol=0, atol=1e-12)
+    assert opened.ticks("x") == source and opened.ticks("y") == target
+    q = target.index("économique")
+    k = int(z[q].argmax())
+    label, readout = opened.hover(q, k)
+    assert readout == f"query {q} “économique” → key {k} “{source[k]}”: {z[q, k]:.6f}"
+    assert weight_in(label) == f"{z[q, k]:.6f}"
+    opened.choose("attention", "0", "encoder:1:2")
+    assert opened.ticks("y") == source
+    assert opened.clean(), (opened.blocked, opened.errors, opened.dialogs)
