@@ -7,7 +7,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import cli_heads
+from . import caption_cli, cli_heads
 from .errors import ModelError
 from .backends.registry import DEFAULT_MODEL, MODELS, availability, load_backend
 from .figures.export import standalone_html
@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--head", default="0", help="a head index, mean or max")
     export.add_argument("--out", required=True, help="where to write the .html")
 
+    caption_cli.add_parser(commands)
     cli_heads.add_parser(commands)
     commands.add_parser("models", help="list the models and whether they are available offline")
     return parser
@@ -124,6 +125,6 @@ def cmd_models(_: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"run": cmd_run, "export": cmd_export, "heads": cli_heads.cmd_heads, "models": cmd_models}[args.command](args)
+        return {"run": cmd_run, "export": cmd_export, "caption": caption_cli.cmd_caption, "heads": cli_heads.cmd_heads, "models": cmd_models}[args.command](args)
     except (ModelError, ValueError, OSError) as error:
         return _fail(str(error))

@@ -58,6 +58,18 @@ def _load_translation(name: str, folder: Path) -> Backend:
     return TranslationBackend.from_folder(name, folder)
 
 
+def _captioner_folder() -> Path:
+    from .captioner import shipped_folder
+
+    return shipped_folder()
+
+
+def _load_captioner(name: str, folder: Path) -> Backend:
+    from .captioner import CaptionerBackend
+
+    return CaptionerBackend.from_folder(name, folder)
+
+
 MODELS: dict[str, ModelInfo] = {
     "minilm": ModelInfo(
         "minilm",
@@ -79,6 +91,13 @@ MODELS: dict[str, ModelInfo] = {
         "GRU encoder–decoder with Bahdanau (additive) attention, same data as toy-translate",
         _shipped_folder("toy-translate-rnn"),
         _load_translation,
+    ),
+    "show-attend-tell": ModelInfo(
+        "show-attend-tell",
+        "encoder-decoder",
+        "image captioner (Show, Attend and Tell): CNN regions, LSTM with additive attention, synthetic scenes",
+        _captioner_folder,
+        _load_captioner,
     ),
 }
 
