@@ -57,11 +57,18 @@ def scaled_dot_product_attention(
     ``dropout`` (training only) acts on the weights used for the context; the returned pattern is
     the one before dropout, which is what the views show.
 
+    Grouped-query attention: ``key`` and ``value`` may have fewer heads than ``query``
+    ``(..., h_kv, Tk, d)`` with h divisible by h_kv; each serves a group of consecutive query heads
+    (see :func:`repeat_kv`).
+
     ``keep_scores=False`` (nobody looks at them) lets the pattern overwrite the scores: at 512
     tokens each is 1 MB per head, and writing and paging in a second one costs more than the
     arithmetic.
     """
     d_k = query.size(-1)
+    if key.dim() > 2 and key.size(-3) != query.size(-3):  # grouped-query: fewer K/V heads than query heads
+        groups = kv_groups(query.size(-3), key.size(-3))
+        key, value = repeat_kv(key, groups), repeat_kv(value, groups)
     if scale:
         # 1/√d_k on the (Tq, d_k) queries gives the same logits as on the (Tq, Tk) scores, for
         # d_k/Tk of the work
@@ -70,6 +77,26 @@ def scaled_dot_product_attention(
     scores, pattern = masked_softmax(scores, mask, overwrite=not keep_scores)
     weights = dropout(pattern) if dropout is not None else pattern
     return Attention(weights @ value, pattern, scores)
+
+
+def kv_groups(h: int, h_kv: int) -> int:
+    """How many query heads share one K/V head: h / h_kv (1 = multi-head, h = multi-query)."""
+    if h_kv < 1 or h % h_kv:
+        raise ValueError(f"{h} query heads cannot be split evenly over {h_kv} key/value heads")
+    return h // h_kv
+
+
+def repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
+    """(..., h_kv, T, d) → (..., h_kv·groups, T, d): K/V head j repeated for query heads
+    j·groups … (j+1)·groups − 1, so query head i reads K/V head i // groups.
+
+    Grouped-query attention (Ainslie et al. 2023) is multi-head attention with these repeated keys
+    and values; multi-query attention (Shazeer 2019) is the case of one K/V head.
+    """
+    if groups == 1:
+        return x
+    *lead, h_kv, length, d = x.shape
+    return x.unsqueeze(-3).expand(*lead, h_kv, groups, length, d).reshape(*lead, h_kv * groups, length, d)
 
 
 def additive_scores(
@@ -111,6 +138,15 @@ def raw_self_attention(x: torch.Tensor) -> Attention:
 def causal_mask(n: int, device: torch.device | str | None = None) -> torch.Tensor:
     """(n, n) lower-triangular mask: position i may attend to positions 0..i, never the future."""
     return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+
+
+def sliding_window_mask(n: int, window: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """(n, n) causal mask limited to the last ``window`` positions (Mistral): i attends j when
+    i − window < j ≤ i, itself included. Information from farther back still arrives, one window
+    per layer, through the tokens in between."""
+    if window < 1:
+        raise ValueError(f"a sliding window needs at least one position, got {window}")
+    return torch.ones(n, n, dtype=torch.bool, device=device).tril().triu(1 - window)
 
 
 def padding_mask(lengths: torch.Tensor | list[int], max_len: int | None = None) -> torch.Tensor:

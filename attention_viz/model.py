@@ -20,9 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import causal_mask, scaled_dot_product_attention
+from .attention import causal_mask, kv_groups, scaled_dot_product_attention, sliding_window_mask
 from .hooks import HookPoint, ablated, name_hook_points
-from .positional import LearnedEncoding, SinusoidalEncoding
+from .positional import LearnedEncoding, RotaryEmbedding, SinusoidalEncoding, rotary_dims
 
 Shape = Literal["encoder-only", "decoder-only", "encoder-decoder"]
 SHAPES: tuple[str, ...] = ("encoder-only", "decoder-only", "encoder-decoder")
@@ -30,6 +30,7 @@ ACTIVATIONS = {
     "relu": F.relu,
     "gelu": F.gelu,  # exact (erf) GELU, as BERT
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2's "gelu_new"
+    "silu": F.silu,  # Swish₁, the gate of SwiGLU (Llama, Qwen2, Mistral)
 }
 
 
@@ -46,7 +47,7 @@ class TransformerConfig:
     N: int = 6  # encoder layers (decoder layers too unless N_dec is given)
     N_dec: int | None = None
     max_len: int = 512
-    positional: Literal["sinusoidal", "learned", "none"] = "sinusoidal"
+    positional: Literal["sinusoidal", "learned", "rotary", "none"] = "sinusoidal"
     norm: Literal["post", "pre"] = "post"  # post-LN: paper, BERT; pre-LN: GPT-2
     layer_norm_eps: float = 1e-5
     activation: str = "relu"
@@ -56,19 +57,52 @@ class TransformerConfig:
     scale_embeddings: bool = True  # paper §3.4: embeddings × √d_model
     tie_embeddings: bool = False  # output projection shares the target embedding matrix (GPT-2)
     pad_id: int = 0
+    # Llama-style layouts; the defaults keep the paper's, BERT's and GPT-2's
+    n_kv_heads: int | None = None  # K/V heads (grouped-query attention); None = h, 1 = multi-query
+    head_dim: int | None = None  # d_k when it is not d_model / h (some Llama and Mistral checkpoints)
+    rotary_pct: float = 1.0  # positional="rotary": share of each head's dimensions that rotate (GPT-NeoX)
+    rotary_base: float = 10000.0  # the base of the rotary frequencies θ_i = base^(−2i/d_rot)
+    norm_type: Literal["layer", "rms"] = "layer"  # LayerNorm, or RMSNorm (Zhang & Sennrich 2019)
+    gated_ffn: bool = False  # (act(x W) ⊙ x V) W_2 (Shazeer 2020); with activation="silu" this is SwiGLU
+    qkv_bias: bool = True  # biases of W_Q, W_K, W_V (Llama: none; Qwen2: these only)
+    out_bias: bool = True  # bias of W_O
+    ffn_bias: bool = True
+    generator_bias: bool = True  # untied output projection only (a tied one never has a bias)
+    sliding_window: int | None = None  # decoder self-attention sees only the last W positions (Mistral)
+    full_attention_layers: tuple[int, ...] = ()  # decoder layers exempt from the window (Qwen2)
+    parallel_residual: bool = False  # GPT-NeoX: x + Attn(LN₁(x)) + FFN(LN₂(x)), both from the same x
+    feed_forward: bool = True  # False: attention-only layers (Elhage et al. 2021's induction-head models)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "full_attention_layers", tuple(self.full_attention_layers))  # JSON gives lists
         problems = []
         if self.shape not in SHAPES:
             problems.append(f"shape must be one of {SHAPES}, got {self.shape!r}")
         for name in ("vocab_size", "d_model", "h", "d_ff", "N", "max_len"):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be positive, got {getattr(self, name)}")
-        if self.h >= 1 and self.d_model % self.h:
+        if self.h >= 1 and self.head_dim is None and self.d_model % self.h:
             problems.append(f"d_model ({self.d_model}) must be divisible by h ({self.h})")
+        if self.head_dim is not None and self.head_dim < 1:
+            problems.append(f"head_dim must be positive, got {self.head_dim}")
+        if self.n_kv_heads is not None and (self.n_kv_heads < 1 or self.h % self.n_kv_heads):
+            problems.append(f"h ({self.h}) must be a multiple of n_kv_heads ({self.n_kv_heads})")
+        if self.positional == "rotary" and self.h >= 1 and self.d_k >= 1:
+            try:
+                rotary_dims(self.d_k, self.rotary_pct)
+            except ValueError as error:
+                problems.append(str(error))
+        if self.norm_type not in ("layer", "rms"):
+            problems.append(f"norm_type must be 'layer' or 'rms', got {self.norm_type!r}")
+        if self.sliding_window is not None and (self.sliding_window < 1 or self.shape == "encoder-only"):
+            problems.append("sliding_window must be positive and needs a decoder")
+        if self.parallel_residual and (self.norm != "pre" or self.shape != "decoder-only"):
+            problems.append("parallel_residual needs a pre-LN decoder-only model")
+        if self.parallel_residual and not self.feed_forward:
+            problems.append("parallel_residual needs the feed-forward sublayer")
         if self.positional == "sinusoidal" and self.d_model % 2:
             problems.append("sinusoidal positions need an even d_model")
-        if self.positional not in ("sinusoidal", "learned", "none"):
+        if self.positional not in ("sinusoidal", "learned", "rotary", "none"):
             problems.append(f"unknown positional encoding {self.positional!r}")
         if self.norm not in ("post", "pre"):
             problems.append(f"norm must be 'post' or 'pre', got {self.norm!r}")
@@ -85,7 +119,11 @@ class TransformerConfig:
 
     @property
     def d_k(self) -> int:
-        return self.d_model // self.h
+        return self.head_dim if self.head_dim is not None else self.d_model // self.h
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_kv_heads if self.n_kv_heads is not None else self.h
 
     @property
     def has_encoder(self) -> bool:
@@ -107,31 +145,54 @@ class TransformerConfig:
 
 
 class MultiHeadAttention(nn.Module):
-    """MultiHead(Q, K, V) = Concat(head_1..head_h) W_O, head_i = Attention(Q W_Qi, K W_Ki, V W_Vi)."""
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W_O, head_i = Attention(Q W_Qi, K W_Ki, V W_Vi).
 
-    def __init__(self, d_model: int, h: int, dropout: float = 0.0, bias: bool = True) -> None:
+    ``n_kv_heads`` < h: grouped-query attention, K and V projected to fewer heads, each shared by a
+    group of query heads (the ``k``/``v`` hooks hold the n_kv_heads real ones). ``rotary``: queries
+    and keys rotated by position after the projections (RoPE); ``q``/``k`` hooks see them rotated,
+    as the dot product does.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        h: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        n_kv_heads: int | None = None,
+        d_k: int | None = None,
+        qkv_bias: bool | None = None,
+        rotary: RotaryEmbedding | None = None,
+    ) -> None:
         super().__init__()
-        assert d_model % h == 0
-        self.h, self.d_k = h, d_model // h
-        self.w_q = nn.Linear(d_model, d_model, bias=bias)
-        self.w_k = nn.Linear(d_model, d_model, bias=bias)
-        self.w_v = nn.Linear(d_model, d_model, bias=bias)
-        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+        assert d_k is not None or d_model % h == 0
+        self.h, self.d_k = h, d_k if d_k is not None else d_model // h
+        self.h_kv = n_kv_heads if n_kv_heads is not None else h
+        kv_groups(self.h, self.h_kv)  # raises unless h is a multiple of h_kv
+        qkv_bias = bias if qkv_bias is None else qkv_bias
+        self.w_q = nn.Linear(d_model, self.h * self.d_k, bias=qkv_bias)
+        self.w_k = nn.Linear(d_model, self.h_kv * self.d_k, bias=qkv_bias)
+        self.w_v = nn.Linear(d_model, self.h_kv * self.d_k, bias=qkv_bias)
+        self.w_o = nn.Linear(self.h * self.d_k, d_model, bias=bias)
+        self.rotary = rotary
         self.dropout = nn.Dropout(dropout)
         self.q, self.k, self.v = HookPoint(), HookPoint(), HookPoint()
         self.scores, self.pattern, self.context = HookPoint(), HookPoint(), HookPoint()
 
-    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+    def split_heads(self, x: torch.Tensor, heads: int | None = None) -> torch.Tensor:
         batch, length, _ = x.shape
-        return x.view(batch, length, self.h, self.d_k).transpose(1, 2)  # (B, h, T, d_k)
+        return x.view(batch, length, heads or self.h, self.d_k).transpose(1, 2)  # (B, heads, T, d_k)
 
     def forward(
         self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         """query (B, Tq, d_model), key/value (B, Tk, d_model), mask broadcastable to (B, h, Tq, Tk)."""
-        q = self.q(self.split_heads(self.w_q(query)))  # (B, h, Tq, d_k)
-        k = self.k(self.split_heads(self.w_k(key)))  # (B, h, Tk, d_k)
-        v = self.v(self.split_heads(self.w_v(value)))  # (B, h, Tk, d_k)
+        q = self.split_heads(self.w_q(query))  # (B, h, Tq, d_k)
+        k = self.split_heads(self.w_k(key), self.h_kv)  # (B, h_kv, Tk, d_k)
+        if self.rotary is not None:
+            q, k = self.rotary(q, k)
+        q, k = self.q(q), self.k(k)
+        v = self.v(self.split_heads(self.w_v(value), self.h_kv))  # (B, h_kv, Tk, d_k)
         dropout = self.dropout if self.training and self.dropout.p > 0 else None
         keep_scores = self.scores.wanted()  # if not, the pattern overwrites them: one (Tq, Tk) tensor, not two
         context, pattern, scores = scaled_dot_product_attention(
@@ -148,26 +209,40 @@ class MultiHeadAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """FFN(x) = act(x W_1 + b_1) W_2 + b_2, applied at every position separately."""
+    """FFN(x) = act(x W_1 + b_1) W_2 + b_2, applied at every position separately.
 
-    def __init__(self, d_model: int, d_ff: int, activation: str, dropout: float) -> None:
+    ``gated``: the GLU variant (Shazeer 2020), FFN(x) = (act(x W_1) ⊙ x V) W_2; SwiGLU with SiLU.
+    """
+
+    def __init__(
+        self, d_model: int, d_ff: int, activation: str, dropout: float, gated: bool = False, bias: bool = True
+    ) -> None:
         super().__init__()
-        self.w_1 = nn.Linear(d_model, d_ff)
-        self.w_2 = nn.Linear(d_ff, d_model)
+        self.w_1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.v = nn.Linear(d_model, d_ff, bias=bias) if gated else None
+        self.w_2 = nn.Linear(d_ff, d_model, bias=bias)
         self.activation = ACTIVATIONS[activation]
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w_2(self.dropout(self.activation(self.w_1(x))))
+        hidden = self.activation(self.w_1(x))  # (B, T, d_ff)
+        if self.v is not None:
+            hidden = hidden * self.v(x)
+        return self.w_2(self.dropout(hidden))
+
+
+def make_norm(d_model: int, norm_type: str, eps: float) -> nn.Module:
+    """LayerNorm (mean and variance, with bias), or RMSNorm: x / √(mean(x²) + ε) · g, no centring."""
+    return nn.RMSNorm(d_model, eps=eps) if norm_type == "rms" else nn.LayerNorm(d_model, eps=eps)
 
 
 class Sublayer(nn.Module):
     """Residual connection around ``sublayer`` with LayerNorm after (post-LN) or before (pre-LN)."""
 
-    def __init__(self, d_model: int, norm: str, eps: float, dropout: float) -> None:
+    def __init__(self, d_model: int, norm: str, eps: float, dropout: float, norm_type: str = "layer") -> None:
         super().__init__()
         self.pre_norm = norm == "pre"
-        self.norm = nn.LayerNorm(d_model, eps=eps)
+        self.norm = make_norm(d_model, norm_type, eps)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, sublayer) -> torch.Tensor:
@@ -176,32 +251,48 @@ class Sublayer(nn.Module):
         return self.norm(x + self.dropout(sublayer(x)))
 
 
+def self_attention(c: TransformerConfig) -> MultiHeadAttention:
+    rotary = RotaryEmbedding(c.d_k, c.rotary_pct, c.rotary_base) if c.positional == "rotary" else None
+    return MultiHeadAttention(
+        c.d_model, c.h, c.dropout, c.out_bias, n_kv_heads=c.n_kv_heads, d_k=c.d_k, qkv_bias=c.qkv_bias, rotary=rotary
+    )
+
+
+def feed_forward(c: TransformerConfig) -> FeedForward:
+    return FeedForward(c.d_model, c.d_ff, c.activation, c.dropout, gated=c.gated_ffn, bias=c.ffn_bias)
+
+
+def sublayers(c: TransformerConfig, n: int) -> nn.ModuleList:
+    return nn.ModuleList(Sublayer(c.d_model, c.norm, c.layer_norm_eps, c.dropout, c.norm_type) for _ in range(n))
+
+
 class EncoderLayer(nn.Module):
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
-        c = config
-        self.self_attn = MultiHeadAttention(c.d_model, c.h, c.dropout)
-        self.feed_forward = FeedForward(c.d_model, c.d_ff, c.activation, c.dropout)
-        self.sublayers = nn.ModuleList(Sublayer(c.d_model, c.norm, c.layer_norm_eps, c.dropout) for _ in range(2))
+        self.self_attn = self_attention(config)
+        self.feed_forward = feed_forward(config) if config.feed_forward else None
+        self.sublayers = sublayers(config, 2 if config.feed_forward else 1)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, mask))
-        return self.sublayers[1](x, self.feed_forward)
+        return x if self.feed_forward is None else self.sublayers[1](x, self.feed_forward)
 
 
 class DecoderLayer(nn.Module):
-    """Masked self-attention, then (encoder–decoder only) cross-attention over ``memory``, then FFN."""
+    """Masked self-attention, then (encoder–decoder only) cross-attention over ``memory``, then FFN.
+
+    ``parallel_residual`` (GPT-NeoX): attention and FFN both read the layer's input, each through
+    its own norm, and their sum joins the residual stream once.
+    """
 
     def __init__(self, config: TransformerConfig, cross_attention: bool) -> None:
         super().__init__()
         c = config
-        self.self_attn = MultiHeadAttention(c.d_model, c.h, c.dropout)
+        self.self_attn = self_attention(c)
         self.cross_attn = MultiHeadAttention(c.d_model, c.h, c.dropout) if cross_attention else None
-        self.feed_forward = FeedForward(c.d_model, c.d_ff, c.activation, c.dropout)
-        n_sublayers = 3 if cross_attention else 2
-        self.sublayers = nn.ModuleList(
-            Sublayer(c.d_model, c.norm, c.layer_norm_eps, c.dropout) for _ in range(n_sublayers)
-        )
+        self.feed_forward = feed_forward(c) if c.feed_forward else None
+        self.sublayers = sublayers(c, (3 if cross_attention else 2) - (not c.feed_forward))
+        self.parallel_residual = c.parallel_residual
 
     def forward(
         self,
@@ -210,12 +301,16 @@ class DecoderLayer(nn.Module):
         memory: torch.Tensor | None = None,
         src_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        if self.parallel_residual:
+            attn, ffn = self.sublayers
+            y, z = attn.norm(x), ffn.norm(x)
+            return x + attn.dropout(self.self_attn(y, y, y, tgt_mask)) + ffn.dropout(self.feed_forward(z))
         x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, tgt_mask))
         if self.cross_attn is not None:
             if memory is None:
                 raise ValueError("an encoder–decoder layer needs the encoder memory")
             x = self.sublayers[1](x, lambda y: self.cross_attn(y, memory, memory, src_mask))
-        return self.sublayers[-1](x, self.feed_forward)
+        return x if self.feed_forward is None else self.sublayers[-1](x, self.feed_forward)
 
 
 class Embeddings(nn.Module):
@@ -229,6 +324,7 @@ class Embeddings(nn.Module):
         self.positions: nn.Module | None = {
             "sinusoidal": lambda: SinusoidalEncoding(c.max_len, c.d_model),
             "learned": lambda: LearnedEncoding(c.max_len, c.d_model),
+            "rotary": lambda: None,  # rotary positions act inside every attention, not here
             "none": lambda: None,
         }[c.positional]()
         self.token_types = nn.Embedding(c.type_vocab_size, c.d_model) if c.type_vocab_size else None
@@ -255,13 +351,17 @@ class Embeddings(nn.Module):
         return self.dropout(x)
 
 
+def final_norm(config: TransformerConfig) -> nn.Module | None:
+    return make_norm(config.d_model, config.norm_type, config.layer_norm_eps) if config.norm == "pre" else None
+
+
 class Encoder(nn.Module):
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.embed = Embeddings(config, config.vocab_size)
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.N))
         # pre-LN leaves the last residual stream unnormalized, so it gets a final LayerNorm
-        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm == "pre" else None
+        self.norm = final_norm(config)
 
     def forward(
         self,
@@ -282,8 +382,13 @@ class Decoder(nn.Module):
         cross = config.shape == "encoder-decoder"
         self.embed = Embeddings(config, config.decoder_vocab_size)
         self.layers = nn.ModuleList(DecoderLayer(config, cross) for _ in range(config.decoder_layers))
-        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm == "pre" else None
-        self.generator = nn.Linear(config.d_model, config.decoder_vocab_size, bias=not config.tie_embeddings)
+        self.norm = final_norm(config)
+        bias = config.generator_bias and not config.tie_embeddings
+        self.generator = nn.Linear(config.d_model, config.decoder_vocab_size, bias=bias)
+        # each layer's self-attention window (None = the whole causal past)
+        self.windows = [
+            None if i in config.full_attention_layers else config.sliding_window for i in range(len(self.layers))
+        ]
         if config.tie_embeddings:
             self.generator.weight = self.embed.tokens.weight
 
@@ -296,8 +401,13 @@ class Decoder(nn.Module):
         use_positions: bool = True,
     ) -> torch.Tensor:
         x = self.embed(tgt, use_positions=use_positions)
-        for layer in self.layers:
-            x = layer(x, tgt_mask, memory, src_mask)
+        length = tgt.size(1)
+        masks = {
+            w: tgt_mask if w is None else tgt_mask & sliding_window_mask(length, w, tgt.device)
+            for w in set(self.windows)
+        }
+        for layer, window in zip(self.layers, self.windows):
+            x = layer(x, masks[window], memory, src_mask)
         return self.norm(x) if self.norm is not None else x
 
 

@@ -6,12 +6,16 @@ embeddings.
 Why sinusoids (seed 004): a position code should be bounded, identical for the same position in
 sentences of different lengths, smooth, and defined for lengths never seen in training. Integer
 positions are unbounded; [0, 1] positions change meaning with sentence length; binary codes jump.
+
+Rotary position embedding (RoPE, used by Llama, Qwen2, Mistral, GPT-NeoX) is not added to the
+embeddings: :class:`RotaryEmbedding` rotates the queries and keys inside every attention.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -82,3 +86,106 @@ class LearnedEncoding(nn.Module):
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
         return self.weight[positions]
+
+
+# ---------------------------------------------------------------- rotary position embedding
+#
+# RoPE (Su et al. 2021, "RoFormer"): instead of adding a code to the embeddings, every query and key
+# is *rotated* by an angle proportional to its position, one 2-D rotation per pair of dimensions and
+# per frequency θ_i. Since R(m)ᵀ R(n) = R(n − m), the dot product q_m · k_n depends on the content
+# and on m − n only. Layout as GPT-NeoX and Llama ("rotate half"): pair i is dimensions (i, i + d/2)
+# of the rotated part, not (2i, 2i + 1) as in the paper; checkpoints of both families expect it.
+# Partial rotary (GPT-NeoX ``rotary_pct``): only the first ``d_rot`` dimensions of each head turn,
+# the rest pass through unchanged.
+
+
+def rotary_dims(d_k: int, fraction: float = 1.0) -> int:
+    """How many dimensions of a ``d_k`` head rotate: int(d_k · fraction), as GPT-NeoX rounds it."""
+    d_rot = int(d_k * fraction)
+    if d_rot % 2 or not 0 < d_rot <= d_k:
+        raise ValueError(f"rotary needs an even number of rotated dimensions in (0, {d_k}], got {d_rot}")
+    return d_rot
+
+
+def rotary_angles(
+    positions: torch.Tensor, d_rot: int, base: float = 10000.0, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """(T, d_rot/2) angles m·θ_i with θ_i = base^(−2i/d_rot).
+
+    The model uses float32, θ_i and the product both rounded as the reference Llama and GPT-NeoX
+    code rounds them: that is what the checkpoints were trained with (at 32k positions it is
+    ~1e-3 rad off the exact angle, and the weights expect exactly that). The teaching functions
+    below pass float64 to show the exact math.
+    """
+    theta = 1.0 / base ** (torch.arange(0, d_rot, 2, dtype=torch.int64).to(dtype) / d_rot)
+    return positions.to(dtype).unsqueeze(-1) * theta.to(positions.device)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate pair i = (x_i, x_{i+d_rot/2}) of every position by its angle; dims ≥ d_rot pass.
+
+    x (..., T, d_k), cos/sin (T, d_rot/2) in x's dtype. (x₁, x₂) ↦ (x₁ cos − x₂ sin, x₂ cos + x₁ sin).
+    """
+    half = cos.size(-1)
+    x1, x2, rest = x[..., :half], x[..., half : 2 * half], x[..., 2 * half :]
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest), dim=-1)
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotates queries and keys by position inside each attention (no parameters, no table kept:
+    the angles of the T positions in use are computed per call, so any length up to max_len works)."""
+
+    def __init__(self, d_k: int, fraction: float = 1.0, base: float = 10000.0) -> None:
+        super().__init__()
+        self.d_rot = rotary_dims(d_k, fraction)
+        self.base = base
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """q (B, h, T, d_k), k (B, h_kv, T, d_k) at positions 0..T−1 → both rotated."""
+        angles = rotary_angles(torch.arange(q.size(-2), device=q.device), self.d_rot, self.base)
+        cos, sin = angles.cos().to(q.dtype), angles.sin().to(q.dtype)  # (T, d_rot/2)
+        return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+
+    def extra_repr(self) -> str:
+        return f"d_rot={self.d_rot}, base={self.base:g}"
+
+
+# -- what the positional page shows about rotary (tensors in the model's own functions, numpy out)
+
+
+def rotate_at(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """One vector x (d,) rotated as it would be at each of ``positions``: (len(positions), d)."""
+    angles = rotary_angles(positions, x.numel(), base, torch.float64)
+    return apply_rotary(x.to(torch.float64).expand(len(positions), -1), angles.cos(), angles.sin())
+
+
+def rotary_scores(q: torch.Tensor, k: torch.Tensor, n_positions: int, base: float = 10000.0) -> np.ndarray:
+    """S[m, n] = R(m)q · R(n)k for one query and one key vector at every pair of positions.
+
+    The matrix is constant along each diagonal (m − n fixed) up to rounding: rotary scores depend on
+    the distance, never on where the pair sits.
+    """
+    positions = torch.arange(n_positions)
+    return (rotate_at(q, positions, base) @ rotate_at(k, positions, base).T).numpy()
+
+
+def added_position_scores(q: torch.Tensor, k: torch.Tensor, table: torch.Tensor) -> np.ndarray:
+    """S[m, n] = (q + P_m) · (k + P_n): the same two vectors with an additive code (sinusoidal or
+    learned rows P). The cross terms q·P_n + P_m·k depend on m and n themselves, not on m − n."""
+    p = table.to(torch.float64)
+    return ((q.to(torch.float64) + p) @ (k.to(torch.float64) + p).T).numpy()
+
+
+def rotary_decay(max_distance: int, d: int, base: float = 10000.0) -> np.ndarray:
+    """RoFormer's long-term decay (§3.4.3): the bound (1/(d/2)) Σ_j |S_j| on |q_m · k_n| for
+    distances 0..max_distance, with S_j = Σ_{i<j} e^{i(m−n)θ_i}. It shrinks (with wiggles) as tokens
+    get farther apart: distant pairs can score less."""
+    distance = torch.arange(max_distance + 1, dtype=torch.float64).unsqueeze(1)
+    angles = distance * frequencies(d, base)  # (distances, d/2)
+    partial_sums = torch.polar(torch.ones_like(angles), angles).cumsum(dim=1)  # S_1 .. S_{d/2}
+    return (partial_sums.abs().mean(dim=1)).numpy()
+
+
+def rotary_wavelengths(d: int, base: float = 10000.0) -> np.ndarray:
+    """2π/θ_i: how many positions pair i needs for one full turn (from 2π up to ~2π·base)."""
+    return (2 * math.pi / frequencies(d, base)).numpy()

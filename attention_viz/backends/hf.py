@@ -218,7 +218,7 @@ class HFBackend(Backend):
         if not tokens.ids:
             raise ModelError("the text gives no tokens; type something")
         ids = torch.tensor([tokens.ids])  # (1, S): one sentence, so no padding anywhere
-        meta: dict = {"dropped": dropped}
+        meta: dict = {"dropped": dropped, "implementation": "transformers"}
         with torch.inference_mode():
             if self.shape == "encoder-decoder":
                 return self._run_encoder_decoder(tokens, ids, target, meta)

@@ -138,6 +138,11 @@ def _load(name: str) -> Backend:
         spec = name[len(HF_PREFIX) :].strip()
         if not spec:
             raise ModelError("hf: needs a hub id or a local folder, e.g. hf:./my-model")
+        from .ours_decoder import open_in_ours  # architectures we implement run in our own model
+
+        ours = open_in_ours(spec)
+        if ours is not None:
+            return ours
         from .hf import HFBackend
 
         return HFBackend(spec)

@@ -1,0 +1,181 @@
+"""Llama, Mistral and Qwen2 checkpoints into our decoder-only Transformer.
+
+The three share one layout, which our config expresses with switches: RMSNorm before each
+sublayer and a final one (``norm="pre"``, ``norm_type="rms"``), rotary positions, grouped-query
+attention (``n_kv_heads``), a SwiGLU feed-forward (``gated_ffn``, SiLU) and no biases. They differ in:
+
+* Qwen2: biases on W_Q, W_K, W_V only; a sliding window on layers ≥ ``max_window_layers`` when
+  ``use_sliding_window`` (or as its ``layer_types`` list says);
+* Mistral: a sliding window of ``sliding_window`` positions on every layer (unless null);
+* Llama: optional ``attention_bias`` (all four projections) and ``mlp_bias``.
+
+Checkpoint name → our module (``model.`` prefix optional):
+
+* ``embed_tokens`` → ``decoder.embed.tokens``; ``norm`` → ``decoder.norm``; ``lm_head`` → ``decoder.generator``
+* ``layers.{i}.input_layernorm`` / ``post_attention_layernorm`` → ``decoder.layers.{i}.sublayers.0.norm`` / ``.1.norm``
+* ``layers.{i}.self_attn.{q,k,v,o}_proj`` → ``decoder.layers.{i}.self_attn.w_{q,k,v,o}``
+* ``layers.{i}.mlp.gate_proj`` / ``up_proj`` / ``down_proj`` → ``decoder.layers.{i}.feed_forward.w_1`` / ``v`` / ``w_2``
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..errors import ModelError
+from ..model import Transformer, TransformerConfig
+from .rotary_config import rotary_settings
+from .safetensors_io import read_config, read_safetensors
+
+FAMILIES = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2"}
+REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+# transformers' defaults for the keys an older config.json may leave out
+DEFAULTS = {
+    "llama": {"max_position_embeddings": 2048},
+    "mistral": {"max_position_embeddings": 131072, "num_key_value_heads": 8, "sliding_window": 4096},
+    "qwen2": {"max_position_embeddings": 32768, "num_key_value_heads": 32, "sliding_window": 4096},
+}
+# Rotary inverse-frequency buffers some old checkpoints saved; ours are computed, not stored.
+IGNORED_SUFFIX = ".rotary_emb.inv_freq"
+PROJECTIONS = {"q_proj": "w_q", "k_proj": "w_k", "v_proj": "w_v", "o_proj": "w_o"}
+FEED_FORWARD = {"gate_proj": "w_1", "up_proj": "v", "down_proj": "w_2"}
+NORMS = {"input_layernorm": 0, "post_attention_layernorm": 1}
+
+
+def llama_config(hf_config: dict) -> TransformerConfig:
+    """Our config for a Llama, Mistral or Qwen2 ``config.json``; ModelError for what we cannot run."""
+    model_type = hf_config.get("model_type")
+    if model_type not in FAMILIES:
+        raise ModelError(f"config.json: model_type {model_type!r} is not one of {', '.join(FAMILIES)}")
+    family = FAMILIES[model_type]
+    missing = [key for key in REQUIRED if key not in hf_config]
+    if missing:
+        raise ModelError(f"{family} config.json lacks {', '.join(missing)}")
+    get = {**DEFAULTS[model_type], **hf_config}.get
+    if get("hidden_act", "silu") != "silu":
+        raise ModelError(f"{family} with hidden_act={get('hidden_act')!r} is not supported by the from-scratch model")
+    base, fraction = rotary_settings(hf_config)
+    h = hf_config["num_attention_heads"]
+    n_layers = hf_config["num_hidden_layers"]
+    window, full_layers = _sliding_window(model_type, hf_config, get, n_layers)
+    qkv_bias = model_type == "qwen2" or bool(get("attention_bias", False))
+    try:
+        return TransformerConfig(
+            shape="decoder-only",
+            vocab_size=hf_config["vocab_size"],
+            d_model=hf_config["hidden_size"],
+            h=h,
+            d_ff=hf_config["intermediate_size"],
+            N=n_layers,
+            max_len=get("max_position_embeddings"),
+            positional="rotary",
+            norm="pre",
+            norm_type="rms",
+            layer_norm_eps=get("rms_norm_eps", 1e-6),
+            activation="silu",
+            dropout=0.0,  # inference only
+            scale_embeddings=False,
+            tie_embeddings=bool(get("tie_word_embeddings", False)),
+            n_kv_heads=get("num_key_value_heads") or h,
+            head_dim=get("head_dim") or None,
+            rotary_pct=fraction,
+            rotary_base=base,
+            gated_ffn=True,
+            qkv_bias=qkv_bias,
+            out_bias=model_type == "llama" and bool(get("attention_bias", False)),
+            ffn_bias=model_type == "llama" and bool(get("mlp_bias", False)),
+            generator_bias=False,
+            sliding_window=window,
+            full_attention_layers=full_layers,
+        )
+    except ValueError as error:
+        raise ModelError(f"{family} config.json: {error}") from error
+
+
+def _sliding_window(model_type: str, hf_config: dict, get, n_layers: int) -> tuple[int | None, tuple[int, ...]]:
+    """(window, layers exempt from it) as transformers 5.x decides them for each family."""
+    if model_type == "llama":
+        return None, ()
+    if model_type == "mistral":
+        return get("sliding_window"), ()
+    window = get("sliding_window") if get("use_sliding_window", False) else None
+    if window is None:
+        return None, ()
+    layer_types = hf_config.get("layer_types")
+    if layer_types is None:
+        first_sliding = get("max_window_layers", 28)
+        return window, tuple(range(min(first_sliding, n_layers)))
+    unknown = set(layer_types) - {"full_attention", "sliding_attention"}
+    if unknown or len(layer_types) != n_layers:
+        raise ModelError(f"Qwen2 config.json: layer_types must list full/sliding_attention per layer, got {layer_types}")
+    return window, tuple(i for i, kind in enumerate(layer_types) if kind == "full_attention")
+
+
+def check_names(family: str, found: set[str], expected: set[str], ignored: set[str], n_layers: int) -> None:
+    """ModelError naming every missing and unexpected tensor of a checkpoint."""
+    missing = sorted(expected - found)
+    unexpected = sorted(found - expected - ignored)
+    if missing or unexpected:
+        problems = [f"missing {', '.join(missing)}"] if missing else []
+        problems += [f"unexpected {', '.join(unexpected)}"] if unexpected else []
+        raise ModelError(f"{family} checkpoint does not match a {n_layers}-layer model: " + "; ".join(problems))
+
+
+def checkpoint_names(model: Transformer) -> dict[str, str]:
+    """Our state-dict name → the checkpoint's (without the ``model.`` prefix), for every tensor."""
+    config = model.config
+    names = {
+        "decoder.embed.tokens.weight": "embed_tokens.weight",
+        "decoder.norm.weight": "norm.weight",
+        # tied: the generator is the embedding Parameter itself, so it is filled from the embedding
+        "decoder.generator.weight": "embed_tokens.weight" if config.tie_embeddings else "lm_head.weight",
+    }
+    params = ("weight", "bias")
+    for i in range(config.N):
+        src, dst = f"layers.{i}.", f"decoder.layers.{i}."
+        for theirs, mine in PROJECTIONS.items():
+            names.update({f"{dst}self_attn.{mine}.{p}": f"{src}self_attn.{theirs}.{p}" for p in params})
+        for theirs, mine in FEED_FORWARD.items():
+            names.update({f"{dst}feed_forward.{mine}.{p}": f"{src}mlp.{theirs}.{p}" for p in params})
+        for theirs, sublayer in NORMS.items():
+            names[f"{dst}sublayers.{sublayer}.norm.weight"] = f"{src}{theirs}.weight"
+    ours = model.state_dict()
+    return {mine: theirs for mine, theirs in names.items() if mine in ours}  # biases only where configured
+
+
+def load_llama_state(model: Transformer, tensors: dict[str, torch.Tensor], family: str = "Llama") -> None:
+    """Copy a Llama/Mistral/Qwen2 checkpoint into ``model`` (built from :func:`llama_config`), in place.
+
+    Raises ModelError naming every missing and unexpected tensor, or a shape mismatch.
+    """
+    if model.decoder is None or model.config.shape != "decoder-only":
+        raise ModelError(f"{family} weights need a decoder-only model")
+    found = {name.removeprefix("model."): tensor for name, tensor in tensors.items()}
+    names = checkpoint_names(model)
+    tied_copy = {"lm_head.weight"} if model.config.tie_embeddings else set()
+    ignored = {name for name in found if name.endswith(IGNORED_SUFFIX)} | tied_copy
+    check_names(family, set(found), set(names.values()), ignored, model.config.N)
+    state = {mine: found[theirs] for mine, theirs in names.items()}
+    try:
+        model.load_state_dict(state, strict=True)  # copies, and casts bf16/fp16 to our fp32
+    except RuntimeError as error:  # shapes: the checkpoint and its config.json disagree
+        raise ModelError(f"{family} checkpoint does not fit its config: {size_mismatch(error)}") from error
+
+
+def size_mismatch(error: RuntimeError) -> str:
+    """The first "size mismatch" line of load_state_dict's message (one line for the user)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return next((line for line in lines if "size mismatch" in line), lines[0] if lines else "shape mismatch")
+
+
+def build_llama(hf_config: dict, tensors: dict[str, torch.Tensor]) -> Transformer:
+    """Our model from a Llama-family ``config.json`` dict and its tensors, in eval mode."""
+    model = Transformer(llama_config(hf_config))
+    load_llama_state(model, tensors, FAMILIES[hf_config["model_type"]])
+    return model.eval()
+
+
+def load_llama(folder: str | Path) -> Transformer:
+    """A Llama, Mistral or Qwen2 folder (``config.json`` + safetensors) as our model, in eval mode."""
+    return build_llama(read_config(folder), read_safetensors(folder))

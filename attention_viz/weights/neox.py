@@ -1,0 +1,144 @@
+"""GPT-NeoX checkpoints (Pythia, GPT-NeoX-20B …) into our decoder-only Transformer.
+
+GPT-NeoX is a pre-LN decoder (LayerNorm with bias) with rotary positions on only part of each head
+(``rotary_pct``, 25% by default: ``rotary_pct`` of the dimensions turn, the rest carry no position)
+and, by default, a parallel residual: x + Attn(LN₁(x)) + FFN(LN₂(x)). Its q, k and v share one
+``query_key_value`` matrix whose rows are grouped per head — head 0's q, k, v, then head 1's … —
+and are split here.
+
+Checkpoint name → our module (``gpt_neox.`` prefix optional):
+
+* ``embed_in`` → ``decoder.embed.tokens``; ``final_layer_norm`` → ``decoder.norm``; ``embed_out`` → ``decoder.generator``
+* ``layers.{i}.input_layernorm`` / ``post_attention_layernorm`` → ``decoder.layers.{i}.sublayers.0.norm`` / ``.1.norm``
+* ``layers.{i}.attention.query_key_value`` → ``decoder.layers.{i}.self_attn.w_q``, ``w_k``, ``w_v``
+* ``layers.{i}.attention.dense`` → ``decoder.layers.{i}.self_attn.w_o``
+* ``layers.{i}.mlp.dense_h_to_4h`` / ``dense_4h_to_h`` → ``decoder.layers.{i}.feed_forward.w_1`` / ``w_2``
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import torch
+
+from ..errors import ModelError
+from ..model import Transformer, TransformerConfig
+from .llama import check_names, size_mismatch
+from .rotary_config import rotary_settings
+from .safetensors_io import read_config, read_safetensors
+
+ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+DEFAULT_ROTARY_PCT = 0.25  # transformers' default when config.json names none
+# Buffers old checkpoints saved next to the weights: causal masks and rotary frequencies.
+IGNORED = re.compile(r"^layers\.\d+\.attention\.(bias|masked_bias|rotary_emb\.inv_freq)$")
+LINEARS = {
+    "attention.dense": "self_attn.w_o",
+    "mlp.dense_h_to_4h": "feed_forward.w_1",
+    "mlp.dense_4h_to_h": "feed_forward.w_2",
+}
+NORMS = {"input_layernorm": 0, "post_attention_layernorm": 1}
+
+
+def neox_config(hf_config: dict) -> TransformerConfig:
+    """Our config for a GPT-NeoX ``config.json``; ModelError for variants we cannot reproduce."""
+    missing = [key for key in REQUIRED if key not in hf_config]
+    if missing:
+        raise ModelError(f"GPT-NeoX config.json lacks {', '.join(missing)}")
+    activation = hf_config.get("hidden_act", "gelu")
+    if activation not in ACTIVATIONS:
+        raise ModelError(f"GPT-NeoX with hidden_act={activation!r} is not supported by the from-scratch model")
+    base, fraction = rotary_settings(hf_config, DEFAULT_ROTARY_PCT)
+    bias = bool(hf_config.get("attention_bias", True))
+    try:
+        return TransformerConfig(
+            shape="decoder-only",
+            vocab_size=hf_config["vocab_size"],
+            d_model=hf_config["hidden_size"],
+            h=hf_config["num_attention_heads"],
+            d_ff=hf_config["intermediate_size"],
+            N=hf_config["num_hidden_layers"],
+            max_len=hf_config.get("max_position_embeddings", 2048),
+            positional="rotary",
+            norm="pre",
+            layer_norm_eps=hf_config.get("layer_norm_eps", 1e-5),
+            activation=ACTIVATIONS[activation],
+            dropout=0.0,  # inference only
+            scale_embeddings=False,
+            tie_embeddings=bool(hf_config.get("tie_word_embeddings", False)),
+            rotary_pct=fraction,
+            rotary_base=base,
+            qkv_bias=bias,
+            out_bias=bias,
+            generator_bias=False,
+            parallel_residual=bool(hf_config.get("use_parallel_residual", True)),
+        )
+    except ValueError as error:
+        raise ModelError(f"GPT-NeoX config.json: {error}") from error
+
+
+def load_neox_state(model: Transformer, tensors: dict[str, torch.Tensor]) -> None:
+    """Copy a GPT-NeoX checkpoint into ``model`` (built from :func:`neox_config`), in place.
+
+    Raises ModelError naming every missing and unexpected tensor, or a shape mismatch.
+    """
+    if model.decoder is None or model.config.shape != "decoder-only":
+        raise ModelError("GPT-NeoX weights need a decoder-only model")
+    config = model.config
+    found = {name.removeprefix("gpt_neox."): tensor for name, tensor in tensors.items()}
+    params = ("weight", "bias") if config.qkv_bias else ("weight",)
+    expected = {"embed_in.weight", "final_layer_norm.weight", "final_layer_norm.bias"}
+    expected |= set() if config.tie_embeddings else {"embed_out.weight"}
+    for i in range(config.N):
+        layer = f"layers.{i}."
+        expected |= {f"{layer}attention.query_key_value.{p}" for p in params}
+        expected |= {f"{layer}attention.dense.{p}" for p in params}
+        expected |= {f"{layer}mlp.{name}.{p}" for name in ("dense_h_to_4h", "dense_4h_to_h") for p in ("weight", "bias")}
+        expected |= {f"{layer}{norm}.{p}" for norm in NORMS for p in ("weight", "bias")}
+    ignored = {name for name in found if IGNORED.match(name)}
+    ignored |= {"embed_out.weight"} if config.tie_embeddings else set()
+    check_names("GPT-NeoX", set(found), expected, ignored, config.N)
+
+    state = {
+        "decoder.embed.tokens.weight": found["embed_in.weight"],
+        "decoder.generator.weight": found["embed_in.weight" if config.tie_embeddings else "embed_out.weight"],
+        "decoder.norm.weight": found["final_layer_norm.weight"],
+        "decoder.norm.bias": found["final_layer_norm.bias"],
+    }
+    for i in range(config.N):
+        src, dst = f"layers.{i}.", f"decoder.layers.{i}."
+        for p in params:
+            for proj, part in zip(("w_q", "w_k", "w_v"), split_qkv(found[f"{src}attention.query_key_value.{p}"], config.h)):
+                state[f"{dst}self_attn.{proj}.{p}"] = part
+        for theirs, mine in LINEARS.items():
+            for p in params if theirs == "attention.dense" else ("weight", "bias"):
+                state[f"{dst}{mine}.{p}"] = found[f"{src}{theirs}.{p}"]
+        for theirs, sublayer in NORMS.items():
+            for p in ("weight", "bias"):
+                state[f"{dst}sublayers.{sublayer}.norm.{p}"] = found[f"{src}{theirs}.{p}"]
+    try:
+        model.load_state_dict(state, strict=True)  # copies, and casts fp16/bf16 to our fp32
+    except RuntimeError as error:
+        raise ModelError(f"GPT-NeoX checkpoint does not fit its config: {size_mismatch(error)}") from error
+
+
+def split_qkv(fused: torch.Tensor, h: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``query_key_value`` (3·d_model[, d_model]) with rows [head 0: q k v, head 1: q k v, …] → the
+    q, k and v parts (d_model[, d_model]) each, heads in order."""
+    if fused.size(0) % (3 * h):
+        raise ModelError(f"query_key_value has {fused.size(0)} rows, not a multiple of 3 × {h} heads")
+    per_head = fused.reshape(h, 3, fused.size(0) // (3 * h), *fused.shape[1:])  # (h, 3, d_k[, d_model])
+    return tuple(per_head[:, part].reshape(-1, *fused.shape[1:]) for part in range(3))
+
+
+def build_neox(hf_config: dict, tensors: dict[str, torch.Tensor]) -> Transformer:
+    """Our model from a GPT-NeoX ``config.json`` dict and its tensors, in eval mode."""
+    model = Transformer(neox_config(hf_config))
+    load_neox_state(model, tensors)
+    return model.eval()
+
+
+def load_neox(folder: str | Path) -> Transformer:
+    """A GPT-NeoX folder (``config.json`` + safetensors) as our model, in eval mode."""
+    return build_neox(read_config(folder), read_safetensors(folder))
