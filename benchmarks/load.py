@@ -1,0 +1,227 @@
+"""How many students one server holds: N concurrent sessions against a fresh app on loopback.
+
+    .venv/bin/python -m benchmarks.load --sessions 30 --json    # one JSON line (the contract below)
+    .venv/bin/python -m benchmarks.load --distinct 200 --json   # server RSS while 200 new sentences come in
+    .venv/bin/python -m benchmarks.load --table                 # N = 1, 10, 30 and the RSS run, as Markdown
+
+``--sessions N --json`` prints ``{"sessions": N, "p50_s": …, "p95_s": …, "errors": …, "rss_mb": …}``.
+Each session is a client speaking Streamlit's websocket protocol (benchmarks/session.py): it opens a
+link with its own 64-token sentence, then switches layer, head and view a few times, as a student
+would. A time is from the request to the heatmap's arrival (the server's part of what a student
+waits for); p50/p95 are over every step of every session. An error is a step that showed an error,
+drew no heatmap, drew another session's sentence or timed out. ``rss_mb`` is the server's peak RSS.
+
+Bounded: at most 100 sessions, a deadline for the whole run (``--timeout``), a server of its own on a
+free loopback port, stopped at the end. The server is warmed up by one session first (the model
+load and first imports are a one-off, not what a class waits for).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from .session import Session, tick_labels, title
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_SESSIONS = 100
+TOKENS = 64
+# (widget label, value, what the heatmap must then show): layer, head and view, a few times over
+STEPS = [
+    ("Layer", 3, "layer 3"),
+    ("Head", "5", "head 5"),
+    ("View", "All heads", None),
+    ("View", "Head heatmap", "sentence"),
+    ("Layer", 5, "layer 5"),
+    ("Head", "11", "head 11"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+@contextmanager
+def app_servers(count: int = 1, timeout: float = 180):
+    """``count`` copies of the app as `make run` serves it, each on a free loopback port, started
+    side by side; yields [(url, pid)] once every one answers its health check."""
+    servers = []
+    try:
+        for _ in range(count):
+            port = free_port()
+            command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                       "--server.address", "127.0.0.1", "--server.headless", "true",
+                       "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+            servers.append((f"http://127.0.0.1:{port}", subprocess.Popen(
+                command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env={**os.environ, "HF_HUB_OFFLINE": "1"}, start_new_session=True,
+            )))
+        deadline = time.monotonic() + timeout
+        for url, server in servers:
+            while True:
+                try:
+                    if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                        break
+                except OSError:
+                    pass
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the app did not start (exit code {server.poll()})")
+                time.sleep(0.2)
+        yield [(url, server.pid) for url, server in servers]
+    finally:
+        for _, server in servers:
+            os.killpg(server.pid, signal.SIGTERM)  # (a replica a test killed is still a zombie here)
+        for _, server in servers:
+            try:
+                server.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait()
+
+
+def sentences(count: int, start: int = 0) -> list[tuple[str, list[str]]]:
+    """``count`` distinct sentences of exactly 64 minilm tokens, with the labels the heatmap must show."""
+    from attention_viz.backends.registry import load_backend
+    from benchmarks.texts import text_of_tokens
+
+    backend = load_backend("minilm")
+    made = []
+    for i in range(start, start + count):
+        prefix = f"Student {i} asks:"
+        inner = len(backend.tokenize(prefix)[0]) - 2  # without [CLS] and [SEP]
+        text = f"{prefix} {text_of_tokens(backend, TOKENS - inner, variant=i)}"
+        tokens, dropped = backend.tokenize(text)
+        if len(tokens) != TOKENS or dropped:
+            raise RuntimeError(f"sentence {i} has {len(tokens)} tokens, not {TOKENS}")
+        made.append((text, list(tokens.labels)))
+    return made
+
+
+async def visit(url: str, text: str, labels: list[str], steps: list[tuple]) -> tuple[list[float], int]:
+    """One student: open the link, then each step. Returns (seconds to each heatmap, errors)."""
+    times, errors = [], 0
+    try:
+        async with Session(url) as session:
+            plan = [("open", None, "sentence"), *steps]
+            for label, value, expect in plan:
+                if label == "open":
+                    run = await session.open({"text": text, "view": "head"})
+                else:
+                    run = await session.set(label, value)
+                heatmap = run.heatmaps[0] if run.heatmaps else None
+                wrong = heatmap is None or run.errors or (
+                    expect == "sentence" and tick_labels(heatmap) != labels
+                ) or (expect not in (None, "sentence") and expect not in title(heatmap))
+                if wrong:
+                    errors += 1
+                else:
+                    times.append(run.seconds_to_heatmap)
+    except Exception:  # a dropped connection or a timeout: every step not done is an error
+        errors = len(steps) + 1 - len(times)
+    return times, errors
+
+
+async def sample_rss(pid: int, peak: list[float]) -> None:
+    while True:
+        peak[0] = max(peak[0], rss_mb(pid))
+        await asyncio.sleep(0.25)
+
+
+async def concurrent(url: str, pid: int, work: list[tuple[str, list[str]]], steps: list[tuple],
+                     timeout: float) -> dict:
+    peak = [rss_mb(pid)]
+    sampler = asyncio.create_task(sample_rss(pid, peak))
+    tasks = [asyncio.create_task(visit(url, text, labels, steps)) for text, labels in work]
+    done, pending = await asyncio.wait(tasks, timeout=timeout)
+    for task in pending:
+        task.cancel()
+    sampler.cancel()
+    times = [t for task in done for t in task.result()[0]]
+    errors = sum(task.result()[1] for task in done) + len(pending) * (len(steps) + 1)
+    return {
+        "sessions": len(work),
+        "p50_s": round(float(np.percentile(times, 50)), 3) if times else None,
+        "p95_s": round(float(np.percentile(times, 95)), 3) if times else None,
+        "errors": errors,
+        "rss_mb": round(peak[0], 1),
+    }
+
+
+def measure_sessions(n: int, timeout: float) -> dict:
+    work = sentences(n + 1)
+    with app_servers() as [(url, pid)]:
+        asyncio.run(visit(url, *work[0], STEPS))  # warm-up: the model load and first imports
+        return asyncio.run(concurrent(url, pid, work[1:], STEPS, timeout))
+
+
+def measure_distinct(count: int, wave: int, timeout: float) -> dict:
+    """RSS as ``count`` sessions, ``wave`` at a time, each bring a sentence never seen before."""
+    work = sentences(count + 1, start=1000)
+    after, errors = {}, 0
+    deadline = time.monotonic() + timeout
+    with app_servers() as [(url, pid)]:
+        asyncio.run(visit(url, *work[0], []))
+        after[0] = round(rss_mb(pid), 1)
+        for start in range(1, count + 1, wave):
+            left = deadline - time.monotonic()
+            result = asyncio.run(concurrent(url, pid, work[start:start + wave], [], max(left, 1)))
+            errors += result["errors"]
+            after[start + wave - 1] = round(rss_mb(pid), 1)
+    return {"sentences": count, "rss_mb_after": after, "errors": errors}
+
+
+def table(timeout: float) -> str:
+    rows = ["| sessions | p50 to heatmap | p95 to heatmap | errors | server RSS (peak) |", "|---|---|---|---|---|"]
+    for n in (1, 10, 30):
+        r = measure_sessions(n, timeout)
+        print(json.dumps(r), file=sys.stderr, flush=True)
+        rows.append(f"| {n} | {r['p50_s']} s | {r['p95_s']} s | {r['errors']} | {r['rss_mb']:.0f} MB |")
+    d = measure_distinct(200, 10, timeout)
+    print(json.dumps(d), file=sys.stderr, flush=True)
+    marks = ", ".join(f"{k}: {v:.0f} MB" for k, v in d["rss_mb_after"].items() if k % 50 == 0)
+    return "\n".join(rows) + f"\n\nServer RSS after n distinct 64-token sentences ({d['errors']} errors): {marks}\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--sessions", type=int, help=f"concurrent sessions (1..{MAX_SESSIONS})")
+    mode.add_argument("--distinct", type=int, help="distinct sentences, 10 sessions at a time (RSS check)")
+    mode.add_argument("--table", action="store_true", help="N = 1, 10, 30 and 200 distinct sentences")
+    parser.add_argument("--json", action="store_true", help="one JSON line")
+    parser.add_argument("--timeout", type=float, default=600, help="deadline for the whole run, seconds")
+    args = parser.parse_args(argv)
+    count = args.sessions if args.sessions is not None else args.distinct
+    if count is not None and not 1 <= count <= (MAX_SESSIONS if args.sessions else 1000):
+        parser.error(f"at most {MAX_SESSIONS} sessions and 1000 sentences")
+    if args.table:
+        print(table(args.timeout))
+        return 0
+    result = measure_sessions(count, args.timeout) if args.sessions else measure_distinct(count, 10, args.timeout)
+    print(json.dumps(result) if args.json else "  ".join(f"{k}={v}" for k, v in result.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
