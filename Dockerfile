@@ -21,8 +21,9 @@ RUN pip install -c constraints.txt -r requirements.txt \
 
 COPY app.py ./
 COPY attention_viz ./attention_viz
-# Fails the build if the embedded default model is not there.
-RUN python -m attention_viz models | grep -q "minilm .*available offline"
+# Fails the build if the embedded default model is not there. (Not grep -q: it would stop reading at
+# the match, and the CLI's next line would then fail with a broken pipe, failing the build under pipefail.)
+RUN python -m attention_viz models | grep "minilm .*available offline"
 
 # Served beyond loopback: hf: loads only folders under /models (mount yours there, read-only), no hub
 # downloads, at most ATTENTION_VIZ_MAX_MODELS models in memory (docs/deploy.md).
