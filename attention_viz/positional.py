@@ -159,6 +159,14 @@ def rotate_at(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -
     return apply_rotary(x.to(torch.float64).expand(len(positions), -1), angles.cos(), angles.sin())
 
 
+def rotary_pair_points(x: torch.Tensor, pairs: list[int], n_positions: int, base: float = 10000.0) -> np.ndarray:
+    """(len(pairs), n_positions, 2): the point (x_i, x_{i+d/2}) of pair i of vector x (d,) at each
+    position: a circle walked at angular speed θ_i."""
+    rotated = rotate_at(x, torch.arange(n_positions), base)  # (n, d)
+    half = x.numel() // 2
+    return torch.stack([rotated[:, [i, i + half]] for i in pairs]).numpy()
+
+
 def rotary_scores(q: torch.Tensor, k: torch.Tensor, n_positions: int, base: float = 10000.0) -> np.ndarray:
     """S[m, n] = R(m)q · R(n)k for one query and one key vector at every pair of positions.
 
