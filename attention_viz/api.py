@@ -152,9 +152,9 @@ def show(
         group = _self_attention(group, view)
         last = result.n_layers(*group) - 1
         figures, notes, extra = _rollout_view(result, group, _layer(result, group, layer, last))
-    heading = f"{result.model}: {GROUP_NAMES[group]}"
-    page = figures_html(figures, [heading, *notes], title=f"attention-viz {view}: {result.model}", extra_html=extra)
-    height = sum(int(f.layout.height or 450) for f in figures) + 60 * len(extra) + 28 * (len(notes) + 1) + 40
+    page = figures_html(figures, notes, title=f"attention-viz {view}: {result.model}", extra_html=extra,
+                        heading=result.model)
+    height = sum(int(f.layout.height or 450) for f in figures) + 60 * len(extra) + 28 * len(notes) + 90
     return Shown(view, page, height, list(figures))
 
 

@@ -166,10 +166,11 @@ def heads_html(result: AttentionResult, start: tuple[Group, int, int | str] | No
 
 
 def figures_html(figures: Sequence[go.Figure], notes: Sequence[str] = (), title: str = "attention-viz",
-                 extra_html: Sequence[str] = ()) -> str:
-    """Several figures on one page with plotly.js inlined once; ``notes`` are plain text (escaped),
-    ``extra_html`` is markup built by this package (e.g. :func:`.focus.highlighted_text`)."""
-    parts = [f"<p class=\"note\">{html.escape(note)}</p>" for note in notes]
+                 extra_html: Sequence[str] = (), heading: str = "") -> str:
+    """Several figures on one page with plotly.js inlined once; ``heading`` and ``notes`` are plain
+    text (escaped), ``extra_html`` is markup built by this package (e.g. :func:`.focus.highlighted_text`)."""
+    parts = [f"<h3>{html.escape(heading)}</h3>"] if heading else []
+    parts += [f"<p class=\"note\">{html.escape(note)}</p>" for note in notes]
     for figure in figures:
         parts.append(figure.to_html(include_plotlyjs=False, full_html=False, config=CONFIG))
     parts.extend(extra_html)

@@ -1,0 +1,109 @@
+"""The every-head offline page (``av.export(result, path, view="heads")``) on minilm at 128 and 512
+tokens, opened from disk in headless Chromium (Debian's, driven by Playwright as tests/browser.py
+does) with every non-file request aborted:
+
+* file size, and how long writing it takes;
+* first heatmap: seconds from navigation to the first heatmap drawn (wall clock), beside a page
+  holding plotly.js alone (what any offline Plotly file pays before it can draw);
+* head switch: a new head chosen in the page → redrawn and painted (measured inside the page:
+  change event → draw done → two animation frames); layer switch likewise (it inflates a layer).
+
+Beside bertviz's head view as measured in issue 18 (not re-measured here: bertviz is no dependency):
+53 MB at 128 tokens, 869 MB at 512 (Chromium cannot hold it: never draws), and blank offline at any
+size (it loads require.js from a CDN).
+
+Run: ``python -m benchmarks.offline [--lengths 128 512] [--loads 3] [--switches 8]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import attention_viz as av
+from attention_viz.backends.registry import load_backend
+from attention_viz.figures.offline import _page
+
+from .texts import text_of_tokens
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from browser import chromium  # noqa: E402  (the tests' helper: Debian's Chromium, the project's flags)
+
+BERTVIZ_MB = {128: 53, 512: 869}  # issue 18's measurement of bertviz's head view file
+SWITCH = """async ([select, value]) => {
+    const start = performance.now(), element = document.getElementById(select);
+    element.value = value;
+    element.dispatchEvent(new Event('change'));
+    await window.attentionViz.drawn;
+    await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+    return performance.now() - start;
+}"""
+
+
+def _offline_page(browser):
+    page = browser.new_page(viewport={"width": 1300, "height": 1100})
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:") else route.abort())
+    return page
+
+
+def first_draw(browser, path: Path, wait_for: str) -> float:
+    """Seconds from navigation to ``wait_for`` appearing (a fresh page each time)."""
+    page = _offline_page(browser)
+    start = time.perf_counter()
+    page.goto(path.as_uri(), wait_until="commit")
+    page.wait_for_selector(wait_for, timeout=120_000, state="attached")
+    elapsed = time.perf_counter() - start
+    page.close()
+    return elapsed
+
+
+def switches(browser, path: Path, n: int) -> tuple[list[float], list[float]]:
+    """Milliseconds per head switch (layer 0, heads 1..n) and per layer switch (layers 1..5)."""
+    page = _offline_page(browser)
+    page.goto(path.as_uri())
+    page.wait_for_selector("body[data-drawn]", timeout=120_000)
+    heads = [page.evaluate(SWITCH, ["head", str(h % 12)]) for h in range(1, n + 1)]
+    layers = [page.evaluate(SWITCH, ["layer", str(layer)]) for layer in range(1, 6)]
+    page.close()
+    return heads, layers
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512])
+    parser.add_argument("--loads", type=int, default=3, help="page loads per length (median reported)")
+    parser.add_argument("--switches", type=int, default=8, help="head switches per length")
+    args = parser.parse_args()
+    backend = load_backend("minilm")
+    folder = Path(tempfile.mkdtemp(prefix="offline-bench-"))
+    plotly_only = folder / "plotly-only.html"
+    plotly_only.write_text(_page("plotly.js alone", "<div id=\"done\"></div>"), encoding="utf-8")
+    rows = []
+    with chromium() as browser:
+        baseline = statistics.median(first_draw(browser, plotly_only, "#done") for _ in range(args.loads))
+        for n in args.lengths:
+            result = backend.run(text_of_tokens(backend, n))
+            start = time.perf_counter()
+            path = av.export(result, folder / f"heads-{n}.html")
+            written = time.perf_counter() - start
+            loads = [first_draw(browser, path, "#chart .heatmaplayer image") for _ in range(args.loads)]
+            heads, layers = switches(browser, path, args.switches)
+            rows.append((n, path.stat().st_size / 1e6, written, statistics.median(loads), max(loads),
+                         statistics.median(heads), max(heads), statistics.median(layers), max(layers)))
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"minilm (6 layers × 12 heads), headless Chromium, network blocked; plotly.js alone: {baseline:.2f} s to run; "
+          f"load average {load} on {os.cpu_count()} CPUs")
+    print(f"{'tokens':>6} {'file MB':>8} {'write s':>8} {'first heatmap s (median/max)':>29} "
+          f"{'head switch ms (median/max)':>28} {'layer switch ms (median/max)':>29} {'bertviz MB':>11}")
+    for n, size, written, load, load_max, head, head_max, layer, layer_max in rows:
+        print(f"{n:>6} {size:>8.1f} {written:>8.2f} {load:>20.2f} / {load_max:<6.2f} {head:>19.0f} / {head_max:<6.0f} "
+              f"{layer:>20.0f} / {layer_max:<6.0f} {BERTVIZ_MB.get(n, '—')!s:>11}")
+
+
+if __name__ == "__main__":
+    main()
