@@ -147,9 +147,9 @@ def show(
         figures, notes, extra = _focus_view(result, group, _layer(result, group, layer, 0), _head(result, group, head),
                                             query, key)
     elif view == "layers":
-        figures, notes, extra = _layers_view(result, _self_attention(group, view), query)
+        figures, notes, extra = _layers_view(result, _self_attention(result, group, view), query)
     else:
-        group = _self_attention(group, view)
+        group = _self_attention(result, group, view)
         last = result.n_layers(*group) - 1
         figures, notes, extra = _rollout_view(result, group, _layer(result, group, layer, last))
     page = figures_html(figures, notes, title=f"attention-viz {view}: {result.model}", extra_html=extra,
@@ -186,11 +186,15 @@ def _attention(result: AttentionResult, attention: str | None) -> Group:
     return group
 
 
-def _self_attention(group: Group, view: str) -> Group:
-    if group == CROSS:
-        raise ValueError(f"the {view} view composes a self-attention through its layers: "
-                         "choose attention='encoder' or 'decoder'")
-    return group
+def _self_attention(result: AttentionResult, group: Group, view: str) -> Group:
+    if group != CROSS:
+        return group
+    selves = [name for name, g in ATTENTIONS.items() if g != CROSS and g in result.attentions()]
+    if not selves:
+        raise ValueError(f"the {view} view composes a self-attention through its layers, and this result has "
+                         "only cross-attention")
+    raise ValueError(f"the {view} view composes a self-attention through its layers: choose attention="
+                     + " or ".join(repr(name) for name in selves))
 
 
 def _layer(result: AttentionResult, group: Group, layer: int | None, default: int) -> int:

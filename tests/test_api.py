@@ -181,6 +181,10 @@ def test_choices_the_result_cannot_serve_say_what_it_has(tired, pair):
     for view in ("rollout", "layers"):
         with pytest.raises(ValueError, match="choose attention='encoder' or 'decoder'"):
             av.show(pair, view, attention="cross")
+    rnn = av.run("toy-translate-rnn", SOURCE)  # its one attention is cross-attention
+    assert np.array_equal(z_of(av.show(rnn)), rnn.pattern(CROSS, 0, 0))
+    with pytest.raises(ValueError, match="this result has only cross-attention"):
+        av.show(rnn, "rollout")
 
 
 def test_user_text_reaches_the_page_as_text(tmp_path):
