@@ -1,0 +1,80 @@
+"""Long inputs (thousands of tokens) through our decoder without any (T, T) tensor.
+
+:func:`queries_and_keys` runs a decoder-only model layer by layer with PyTorch's fused attention
+(which never materializes the softmax) and keeps what the patterns can be rebuilt from: each
+layer's queries and keys after rotation, ``q`` (h, T, d_k) and ``k`` (h_kv, T, d_k). The patterns
+themselves are then computed block by block on demand by :mod:`attention_viz.analysis.blockwise`.
+Memory: layers × (h + h_kv) × T × d_k floats (2 layers, 4 heads, 32k tokens, d_k 16: 17 MB) instead
+of layers × h × T² (34 GB).
+
+The wiring follows ``DecoderLayer.forward`` (pre-/post-LN, parallel residual); a test checks that
+the hidden states and the q/k equal those of the model's own forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .errors import ModelError
+from .model import MultiHeadAttention, Transformer
+
+
+@dataclass(frozen=True)
+class QueriesKeys:
+    """Each layer's rotated queries and keys of one long input, float32 numpy."""
+
+    q: list[np.ndarray]  # per layer (h, T, d_k)
+    k: list[np.ndarray]  # per layer (h_kv, T, d_k)
+    hidden: np.ndarray  # (T, d_model) the decoder's final hidden states
+
+    def head(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
+        """(q, k) of one query head, k being the K/V head its group reads."""
+        q, k = self.q[layer], self.k[layer]
+        return q[head], k[head // (q.shape[0] // k.shape[0])]
+
+
+def _attention(attn: MultiHeadAttention, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Causal self-attention with the fused kernel; returns (output, q, k)."""
+    q = attn.split_heads(attn.w_q(x))  # (1, h, T, d_k)
+    k = attn.split_heads(attn.w_k(x), attn.h_kv)  # (1, h_kv, T, d_k)
+    if attn.rotary is not None:
+        q, k = attn.rotary(q, k)
+    v = attn.split_heads(attn.w_v(x), attn.h_kv)
+    context = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=attn.h_kv != attn.h)
+    batch, _, length, _ = context.shape
+    return attn.w_o(context.transpose(1, 2).reshape(batch, length, attn.h * attn.d_k)), q, k
+
+
+@torch.inference_mode()
+def queries_and_keys(model: Transformer, ids: torch.Tensor) -> QueriesKeys:
+    """ids (1, T) through a decoder-only model; ModelError for what this path cannot run."""
+    config = model.config
+    if config.shape != "decoder-only" or model.decoder is None:
+        raise ModelError("long inputs need a decoder-only model")
+    if config.sliding_window is not None:
+        raise ModelError("long inputs with a sliding window are not supported yet")
+    decoder = model.decoder
+    x = decoder.embed(ids)  # (1, T, d_model)
+    qs, ks = [], []
+    for layer in decoder.layers:
+        attn_sub, ffn_sub = layer.sublayers[0], layer.sublayers[-1]
+        if layer.parallel_residual:
+            out, q, k = _attention(layer.self_attn, attn_sub.norm(x))
+            x = x + out + layer.feed_forward(ffn_sub.norm(x))
+        elif attn_sub.pre_norm:
+            out, q, k = _attention(layer.self_attn, attn_sub.norm(x))
+            x = x + out
+            x = x + layer.feed_forward(ffn_sub.norm(x))
+        else:
+            out, q, k = _attention(layer.self_attn, x)
+            x = attn_sub.norm(x + out)
+            x = ffn_sub.norm(x + layer.feed_forward(x))
+        qs.append(q[0].float().numpy().copy())
+        ks.append(k[0].float().numpy().copy())
+    if decoder.norm is not None:
+        x = decoder.norm(x)
+    return QueriesKeys(qs, ks, x[0].float().numpy())
