@@ -24,10 +24,9 @@ $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 browser:
 	@command -v chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium chromium-driver fonts-noto-cjk; }
 
+# The server settings (headless, no file watcher, no usage statistics) are in .streamlit/config.toml.
 run: install
-	$(VENV)/bin/streamlit run app.py --server.port $(PORT) --server.address $(ADDRESS) --server.headless true --client.toolbarMode viewer \
-		--server.fileWatcherType none \
-		--browser.gatherUsageStats false
+	$(VENV)/bin/streamlit run app.py --server.port $(PORT) --server.address $(ADDRESS)
 
 # Debian's nginx for the scale-out test (two replicas behind sticky routing; docs/deploy.md).
 nginx:

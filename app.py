@@ -1,6 +1,7 @@
 """attention-viz: type a sentence, see what every attention head does with it.
 
-Streamlit only: the inputs, the cached model run, then one view. Run with `make run`.
+Streamlit only: the inputs, the cached model run, then one view. Run with `make run` (or plain
+`streamlit run app.py`: the server settings are in .streamlit/config.toml).
 """
 
 from __future__ import annotations
@@ -11,14 +12,22 @@ apply_process_settings()  # the server's process settings, before anything impor
 
 import logging  # noqa: E402
 
+# Imported here, at the first run of the server, what Streamlit and the pages would otherwise import
+# lazily: two sessions starting at once could otherwise meet a half-imported module.
+import numpy  # noqa: F401
+import pandas  # noqa: F401
+import plotly.graph_objects  # noqa: F401
+import plotly.io  # noqa: F401
+import pyarrow  # noqa: F401
 import streamlit as st
 
 from attention_viz.errors import ModelError
-from attention_viz.ui import cache
+from attention_viz.ui import cache, plain
 from attention_viz.ui.export import result_downloads
 from attention_viz.ui.inputs import request_panel
-from attention_viz.ui.state import seed_from_url, write_to_url
+from attention_viz.ui.state import remember, seed_from_url, write_to_url
 from attention_viz.ui.views import basics, causal, compare, encdec, focus, grid, head, inside, layers, positional
+from attention_viz.ui.widgets import choice
 
 # view key (used in the URL) → (label, render function). Views in STANDALONE need no model run.
 VIEWS = {
@@ -40,12 +49,9 @@ seed_from_url()
 request = request_panel()
 
 with st.sidebar:
-    if st.session_state.get("url_view") in VIEWS:
-        st.session_state["view"] = st.session_state.pop("url_view")
-    view = st.radio("View", list(VIEWS), format_func=lambda v: VIEWS[v][0], key="view")
+    view = choice("View", list(VIEWS), "view", format_func=lambda v: VIEWS[v][0], widget="radio")
 
 st.title("attention-viz")
-choices: dict = {}
 
 
 def run_model():
@@ -56,7 +62,7 @@ def run_model():
     try:
         result = cache.run(request.model, request.text, request.target)
     except ModelError as error:
-        st.error(str(error))
+        plain.error(error)
         return None
     except Exception:  # never show a traceback to the user; the log keeps it
         logging.getLogger("attention_viz").exception("model run failed")
@@ -69,13 +75,30 @@ def run_model():
     return result
 
 
+def show(render, result) -> None:
+    """One view, caught at the page edge: an unexpected error is one short message with the
+    details folded away, and the rest of the page (sidebar, downloads, links) still works."""
+    try:
+        extra = render(result)
+        for name, value in (extra or {}).items():  # values a view puts in the link itself
+            if value is not None:
+                remember(name, str(value))
+    except ModelError as error:
+        plain.error(error)
+    except Exception as error:  # noqa: BLE001 - the page edge: nothing below may take the page down
+        logging.getLogger("attention_viz").exception("view %s failed", view)
+        st.error(f"This view could not be drawn for this input ({type(error).__name__}). Other views still work.")
+        with st.expander("Details (for a bug report)"):
+            st.exception(error)
+
+
 if view in STANDALONE:
-    choices = VIEWS[view][1](None) or {}
+    show(VIEWS[view][1], None)
 else:
     result = run_model()
     if result is not None:
-        choices = VIEWS[view][1](result) or {}
+        show(VIEWS[view][1], result)
         with st.expander("Download the attention tensors"):
             result_downloads(result)
 
-write_to_url(model=request.model, text=request.text, target=request.target, view=view, **choices)
+write_to_url(request.model)

@@ -1,9 +1,9 @@
 """The padding mask at work: a batch of sentences of different lengths through our Transformer's
-encoder, right-padded, with the padded keys masked (seed 004: padding must not take part in
-attention)."""
+encoder, right-padded, with the padded keys masked (padding must take no part in attention)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,13 +22,14 @@ class PaddedBatch:
     alone: list[np.ndarray]  # each sentence run on its own, unpadded: [heads, n_b, n_b]
 
 
-def padded_batch(model: Transformer, sentences: list[list[int]], layer: int, pad_id: int) -> PaddedBatch:
+def padded_batch(model: Transformer, sentences: Sequence[Sequence[int]], layer: int, pad_id: int) -> PaddedBatch:
     """Run the sentences as one right-padded batch, and each alone for comparison."""
     length = max(len(s) for s in sentences)
     ids = torch.full((len(sentences), length), pad_id, dtype=torch.long)
+    real = torch.zeros((len(sentences), length), dtype=torch.bool)  # from the lengths: a real token may share the pad id
     for row, sentence in enumerate(sentences):
-        ids[row, : len(sentence)] = torch.tensor(sentence)
-    real = ids != pad_id
+        ids[row, : len(sentence)] = torch.tensor(list(sentence))
+        real[row, : len(sentence)] = True
     name = hook_name(ENCODER_SELF, layer, "pattern")
     with torch.inference_mode():
         with capture(names=[name]) as batch:
@@ -36,6 +37,6 @@ def padded_batch(model: Transformer, sentences: list[list[int]], layer: int, pad
         alone = []
         for sentence in sentences:
             with capture(names=[name]) as single:
-                model.encode(torch.tensor([sentence]))
+                model.encode(torch.tensor([list(sentence)]))
             alone.append(single[name][0].numpy())
     return PaddedBatch(ids.numpy(), real.numpy(), batch[name].numpy(), alone)

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .analysis import drop_special, head_max, head_mean
+from .analysis import drop_special, head_max, head_mean, head_stats
+from .analysis.cross_stats import cross_head_stats
 from .names import CROSS, DECODER_SELF, ENCODER_SELF, Group
 from .result import AttentionResult
 from .tokens import Tokens, group_words
@@ -20,6 +21,7 @@ GROUP_NAMES = {
     DECODER_SELF: "decoder self-attention (causal)",
     CROSS: "cross-attention (target → source)",
 }
+GROUP_URL_NAMES = {ENCODER_SELF: "encoder", DECODER_SELF: "decoder", CROSS: "cross"}  # in links
 REDUCTIONS = ("mean", "max")
 
 
@@ -92,3 +94,24 @@ def displayed(result: AttentionResult, choice: Choice) -> Displayed:
     if choice.threshold > 0:
         notes.append(f"Weights below {choice.threshold:.2f} are left blank.")
     return Displayed(matrix.astype(np.float32), query_labels, key_labels, notes)
+
+
+def head_table(result: AttentionResult, group: Group) -> list[dict]:
+    """One row per head of ``group`` with its statistics and role. Cross-attention relates two
+    different sentences, so the statistics that compare query and key positions are left out."""
+    stack = result.stack("pattern", *group)
+    _, key_tokens = group_tokens(result, group)
+    if group == CROSS:
+        return cross_head_stats(stack, key_tokens.special)
+    return head_stats(stack, key_tokens.special)
+
+
+def default_token(labels: list[str], wanted: str, fallback: int) -> int:
+    """The position of ``wanted`` (case-insensitive) among ``labels``, else ``fallback``."""
+    lowered = [label.lower() for label in labels]
+    return lowered.index(wanted) if wanted in lowered else fallback
+
+
+def merged_labels(a: list[str], b: list[str]) -> list[str]:
+    """Axis labels for a difference of two sentences: "tired/wide" where they differ."""
+    return [x if x == y else f"{x}/{y}" for x, y in zip(a, b)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -22,3 +23,13 @@ def app(**params: str) -> AppTest:
 def charts(at: AppTest) -> list[dict]:
     """Every Plotly figure on the page, as the JSON Streamlit sends."""
     return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def plain(markdown: str) -> str:
+    """A message as the user reads it: the page escapes user text for Markdown (ui/plain.py)."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
+
+
+def messages(at: AppTest) -> list[str]:
+    """Every error, warning and info box on the page, as the user reads it."""
+    return [plain(m.value) for m in (*at.error, *at.warning, *at.info)]

@@ -1,7 +1,7 @@
 """The Streamlit app, run headless by AppTest on the real default model."""
 
 import pytest
-from apphelpers import app, charts
+from apphelpers import app, charts, messages
 
 from attention_viz.backends.scratch import ScratchEncoderBackend
 
@@ -110,7 +110,7 @@ def test_compare_two_heads_side_by_side():
 
 def test_compare_two_sentences_shows_their_difference():
     at = app(view="compare")
-    at.radio(key="compare_mode").set_value("two sentences").run()
+    at.radio(key="compare_mode").set_value("sentences").run()
     assert not at.exception
     specs = charts(at)
     assert len(specs) == 3 and specs[2]["data"][0]["colorscale"][0][1] != specs[0]["data"][0]["colorscale"][0][1]
@@ -119,7 +119,7 @@ def test_compare_two_sentences_shows_their_difference():
 
 def test_coreference_preset_finds_it_to_animal_heads():
     at = app(view="compare")
-    at.radio(key="compare_mode").set_value("coreference preset").run()
+    at.radio(key="compare_mode").set_value("coreference").run()
     assert not at.exception
     table = at.dataframe[0].value
     assert list(table["tired: it→animal"]) == sorted(table["tired: it→animal"], reverse=True)
@@ -144,4 +144,4 @@ def test_across_layers_shows_rollout_and_flow():
 def test_flow_on_a_long_input_explains_instead_of_hanging():
     at = app(view="layers", text=" ".join(["word"] * 120))
     assert not at.exception
-    assert any("attention flow solves one max-flow" in i.value for i in at.info)
+    assert any("attention flow solves one max-flow" in m for m in messages(at))

@@ -19,8 +19,8 @@ def test_causal_page_falls_back_to_the_demo_decoder_and_shows_every_step():
     assert shown[0].startswith("causal mask") and "before the mask" in shown[1] and "−∞" in shown[2]
     after = charts(at)[2]["data"][0]
     assert "−∞" in str(after["text"])  # masked cells are labelled
-    assert "exactly zero" in captions(at)
-    assert "Largest weight on a padding key: 0.0" in captions(at)
+    assert "Largest weight above the diagonal: 0 (exactly)" in captions(at)
+    assert "Largest weight on a padding key: 0 (exactly)" in captions(at)
 
 
 def test_editing_a_later_word_leaves_earlier_rows_exactly_unchanged():
@@ -28,7 +28,7 @@ def test_editing_a_later_word_leaves_earlier_rows_exactly_unchanged():
     at.slider(key="causal_edit_at").set_value(3).run()
     at.text_input(key="causal_edit_word").set_value("conseil").run()
     assert not at.exception and not at.error
-    assert "rows 0..2 changed by at most 0.0e+00" in captions(at)
+    assert "rows 0..2 changed by at most 0 (exactly)" in captions(at)
 
 
 def test_causal_page_on_the_translation_model_itself():

@@ -125,7 +125,7 @@ def test_alternatives_show_their_problems():
 
 
 def test_seed_softmax_example():
-    figure = basics.seed_softmax_figure()
+    figure = basics.score_pairs_figure()
     raw, scaled = figure.data
     # order: 51 vs 49 first, second, 70 vs 30 first, second
     assert raw.y[0] == pytest.approx(1 / (1 + np.exp(-2)))  # 0.88: unscaled 51/49 is already lopsided

@@ -38,17 +38,15 @@ def forwards(monkeypatch):
 
 @pytest.fixture
 def hand_computations(monkeypatch):
-    """Counts inside_head calls (cache misses of the inside page)."""
-    import attention_viz.ui.views.inside as page
-
+    """Counts hand computations of a head (cache misses of the inside page)."""
     calls = []
-    original = page.inside_head
+    original = ScratchEncoderBackend.inside_head
 
-    def counting(*args, **kwargs):
-        calls.append(args[2:] + tuple(kwargs.values()))
-        return original(*args, **kwargs)
+    def counting(self, ids, layer, head, scale=True):
+        calls.append((layer, head, scale))
+        return original(self, ids, layer, head, scale)
 
-    monkeypatch.setattr(page, "inside_head", counting)
+    monkeypatch.setattr(ScratchEncoderBackend, "inside_head", counting)
     return calls
 
 
@@ -168,7 +166,7 @@ def test_basics_page_and_its_sliders(forwards):
     at.slider(key="basics_waist").set_value(66.0).run()
     at.slider(key="basics_sigma").set_value(4.0).run()
     at.select_slider(key="basics_dk").set_value(1024).run()
-    at.number_input(key="basics_seed").set_value(3).run()
+    at.slider(key="basics_draw").set_value(3).run()
     ok(at)
     assert any(t.startswith("query waist 66 cm") for t in titles(at))
     assert "one query, 8 random keys, d_k = 1024" in titles(at)
@@ -188,7 +186,9 @@ def tiny_bert(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("tiny-bert")
     save_bert(folder)
-    return folder
+    with pytest.MonkeyPatch.context() as patch:  # the operator allows hf: to load from there
+        patch.setenv("ATTENTION_VIZ_MODEL_ROOTS", str(folder))
+        yield folder
 
 
 @pytest.mark.parametrize("view", ["inside", "positional"])

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,6 +16,10 @@ from ..model import Shape
 from ..names import Group
 from ..result import AttentionResult
 from ..tokens import Tokens
+
+if TYPE_CHECKING:  # both need torch; a backend that has neither capability never imports them
+    from ..inside import InsideHead
+    from ..masking import PaddedBatch
 
 
 def check_text(text: str, what: str = "text") -> str:
@@ -84,3 +89,25 @@ class Backend(ABC):
     def probe_texts(self, n: int = 24, seed: int = 0) -> list[str]:
         """Built-in probe inputs this model can read (head detector, mean ablation), seeded."""
         return english_probes(n, seed)
+
+    # What the teaching pages need beyond run(); only our own Transformers can. Pages ask these, they
+    # never look at a backend's class or inside it.
+    can_run_without_positions: bool = False
+    can_open_heads: bool = False  # inside_head(): one encoder head recomputed step by step
+    can_batch_with_padding: bool = False  # padded_batch(): the encoder on a right-padded batch
+
+    def run_without_positions(self, text: str) -> AttentionResult:
+        """:meth:`run` with the position embeddings switched off."""
+        raise ModelError(f"{self.name} cannot switch its positions off (our own encoders, such as minilm, can)")
+
+    def position_table(self) -> np.ndarray | None:
+        """The learned position embeddings ``(positions, d_model)``, or None (sinusoids, or not ours)."""
+        return None
+
+    def inside_head(self, ids: Sequence[int], layer: int, head: int, scale: bool = True) -> InsideHead:
+        """Every matrix of one encoder self-attention head on token ``ids`` (see attention_viz.inside)."""
+        raise ModelError(f"{self.name} cannot be opened up head by head (our own encoders, such as minilm, can)")
+
+    def padded_batch(self, sentences: Sequence[Sequence[int]], layer: int) -> PaddedBatch:
+        """Token id lists as one right-padded batch through the encoder (see attention_viz.masking)."""
+        raise ModelError(f"{self.name} cannot run a padded batch here (our own Transformers can)")

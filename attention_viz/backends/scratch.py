@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from tokenizers import Tokenizer
 
 from ..hooks import KINDS, capture
+from ..inside import InsideHead, inside_head
+from ..masking import PaddedBatch, padded_batch
+from ..positional import LearnedEncoding
 from ..model import Transformer
 from ..result import AttentionResult
 from ..tokens import Tokens, load_tokenizer, tokenize
@@ -76,3 +80,18 @@ class ScratchEncoderBackend(Backend):
 
     def output_projection(self, group: Group, layer: int):
         return output_projection(self.model, group, layer)
+
+    can_run_without_positions = can_open_heads = can_batch_with_padding = True
+
+    def run_without_positions(self, text: str) -> AttentionResult:
+        return self.run(text, use_positions=False)
+
+    def position_table(self) -> np.ndarray | None:
+        positions = self.model.encoder.embed.positions
+        return positions.weight.detach().float().numpy().copy() if isinstance(positions, LearnedEncoding) else None
+
+    def inside_head(self, ids: Sequence[int], layer: int, head: int, scale: bool = True) -> InsideHead:
+        return inside_head(self.model, list(ids), layer, head, scale)
+
+    def padded_batch(self, sentences: Sequence[Sequence[int]], layer: int) -> PaddedBatch:
+        return padded_batch(self.model, sentences, layer, pad_id=self.tokenizer.token_to_id("[PAD]") or 0)

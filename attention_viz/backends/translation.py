@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from itertools import zip_longest
 from contextlib import nullcontext
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import torch
@@ -34,6 +34,7 @@ from ..trained import checkpoint
 from ..trained.corpus import Vocab, generate
 from ..trained.rnn import RNNSeq2Seq
 from ..hooks import KINDS, capture
+from ..masking import PaddedBatch, padded_batch
 from ..analysis.ablation import Ablation
 from ..analysis.probes import sequence_probes
 from ..model import Transformer
@@ -72,6 +73,7 @@ class TranslationBackend(Backend):
         self.src_vocab, self.tgt_vocab = trained.src_vocab, trained.tgt_vocab
         self.max_tokens = trained.max_len
         self.kinds = RNN_KINDS if isinstance(self.model, RNNSeq2Seq) else KINDS
+        self.can_batch_with_padding = not isinstance(self.model, RNNSeq2Seq)
         if not trained.has_attention:
             raise ModelError(f"{name} has no attention to show")
 
@@ -81,6 +83,11 @@ class TranslationBackend(Backend):
             return cls(name, checkpoint.load(folder))
         except ValueError as error:
             raise ModelError(str(error)) from None
+
+    def padded_batch(self, sentences: Sequence[Sequence[int]], layer: int) -> PaddedBatch:
+        if not self.can_batch_with_padding:
+            return super().padded_batch(sentences, layer)
+        return padded_batch(self.model, sentences, layer, pad_id=Vocab.PAD)
 
     # -- tokens ---------------------------------------------------------------------------------
     def tokenize(self, text: str) -> tuple[Tokens, int]:

@@ -1,6 +1,6 @@
 """Figures of the basics page (synthetic data, the formulas themselves): softmax with and without
 ÷√d_k, the variance of q·k as d_k grows, and attention pooling as Nadaraya–Watson kernel
-regression (seed 002's waist → weight example).
+regression (the waist → weight example).
 
 The small numpy functions here (softmax, the dot-product statistics, kernel weights) are what the
 figures plot; the tests check them against hand computations.
@@ -17,7 +17,7 @@ from plotly.subplots import make_subplots
 TEMPLATE = "plotly_white"
 BLUE, RED = "#1f77b4", "#d62728"
 
-# Seed 002: a handful of (waist cm, weight kg) pairs; the query 57 sits halfway between the keys
+# The waist/weight example: a handful of (waist cm, weight kg) pairs; the query 57 sits halfway between the keys
 # 56 → 43 kg and 58 → 48 kg, so a narrow kernel gives them 50 % each: 43·0.5 + 48·0.5.
 WAISTS = (50.0, 56.0, 58.0, 63.0, 68.0, 74.0)
 WEIGHTS = (38.0, 43.0, 48.0, 52.0, 58.0, 66.0)
@@ -67,8 +67,8 @@ def nadaraya_watson(query: float, keys: np.ndarray, values: np.ndarray, sigma: f
 # ---------------------------------------------------------------- figures
 
 
-def seed_softmax_figure(pairs: Sequence[tuple[float, float]] = ((51, 49), (70, 30)), d: int = 64) -> go.Figure:
-    """Seed 002's two pairs of scores through softmax as they are and divided by √d (= 8 for d = 64).
+def score_pairs_figure(pairs: Sequence[tuple[float, float]] = ((51, 49), (70, 30)), d: int = 64) -> go.Figure:
+    """The classic two pairs of scores through softmax as they are and divided by √d (= 8 for d = 64).
 
     Bars carry the exact probabilities (``y``) and their labels (``text``)."""
     root = float(np.sqrt(d))

@@ -1,5 +1,5 @@
 """Figures of the positional-encoding page: an encoding as a heatmap, chosen dimensions as curves,
-position similarity, the shift-as-rotation property, and the seed's alternatives each with the
+position similarity, the shift-as-rotation property, and the simpler alternatives each with the
 figure that makes its problem visible.
 
 Matrices come in as numpy ``(positions, d_model)`` (from :mod:`attention_viz.positional` or a

@@ -30,3 +30,10 @@ def backend(name: str) -> Backend:
 def run(name: str, text: str, target: str | None = None, kinds: tuple[str, ...] = ("pattern",)) -> AttentionResult:
     """Most views need the patterns only; the explanation pages ask for q, k, scores too."""
     return backend(name).run(text, target=target, kinds=kinds)
+
+
+def identity(result: AttentionResult) -> tuple:
+    """What a result was computed from (model and token ids), hashable: the key under which a page
+    caches what it derives from the result, without hashing the arrays."""
+    target = result.target_tokens
+    return result.model, tuple(result.tokens.ids), None if target is None else tuple(target.ids)

@@ -1,40 +1,44 @@
-"""Shared view controls: which attention, layer and head. Each returns the user's choice."""
+"""Shared view controls: which attention, layer, head and token. Each returns the user's choice,
+and each choice is in the URL (see :mod:`.widgets`)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import streamlit as st
 
 from ..result import AttentionResult
-from ..selection import GROUP_NAMES, REDUCTIONS, Group
-from .state import url_int
+from ..selection import GROUP_NAMES, GROUP_URL_NAMES, REDUCTIONS, Group
+from .widgets import choice, integer
+
+HEAD_NAMES = {"mean": "mean of heads", "max": "max of heads"}
 
 
 def attention_picker(result: AttentionResult, key: str) -> Group:
+    """Encoder self-, decoder self- or cross-attention (``group=encoder|decoder|cross`` in the URL)."""
     groups = result.attentions()
     if len(groups) == 1:
         return groups[0]
-    return st.radio("Attention", groups, format_func=GROUP_NAMES.get, key=key, horizontal=True)
+    return choice("Attention", groups, key, widget="radio", name=GROUP_URL_NAMES.get,
+                  format_func=GROUP_NAMES.get, horizontal=True)
 
 
-def layer_head_picker(result: AttentionResult, group: Group, key: str, reductions: bool = True) -> tuple[int, int | str]:
-    """Layer slider and head choice; the first picker of a session takes its values from the URL."""
+def layer_head_picker(result: AttentionResult, group: Group, key: str, reductions: bool = True,
+                      layer: int = 0) -> tuple[int, int | str]:
+    """Layer slider and head choice (a head, or the mean / max over heads when ``reductions``)."""
     n_layers = result.n_layers(*group)
-    n_heads = result.arrays[f"{group[0]}.layers.0.{group[1]}.pattern"].shape[0]
-    layer_key, head_key = f"{key}_layer", f"{key}_head"
-    if layer_key not in st.session_state:
-        st.session_state[layer_key] = url_int("layer", 0, n_layers)
-    if head_key not in st.session_state:
-        st.session_state[head_key] = url_int("head", 0, n_heads)
-    st.session_state[layer_key] = min(st.session_state[layer_key], n_layers - 1)
+    n_heads = result.pattern(group, 0).shape[0]
     options: list[int | str] = list(range(n_heads)) + (list(REDUCTIONS) if reductions else [])
-    if st.session_state[head_key] not in options:
-        st.session_state[head_key] = 0
     left, right = st.columns(2)
     with left:
-        layer = st.slider("Layer", 0, n_layers - 1, key=layer_key) if n_layers > 1 else 0
+        chosen_layer = integer("Layer", 0, n_layers - 1, f"{key}_layer", layer) if n_layers > 1 else 0
     with right:
-        head = st.select_slider(
-            "Head", options, key=head_key,
-            format_func=lambda h: {"mean": "mean of heads", "max": "max of heads"}.get(h, str(h)),
-        )
-    return layer, head
+        head = choice("Head", options, f"{key}_head", widget="select_slider",
+                      format_func=lambda h: HEAD_NAMES.get(h, str(h)))
+    return chosen_layer, head
+
+
+def token_picker(label: str, labels: Sequence[str], key: str, default: int = 0) -> int:
+    """A token position (``3: cross``); a position beyond a new, shorter sentence falls back."""
+    return choice(label, range(len(labels)), key, min(default, len(labels) - 1),
+                  format_func=lambda i: f"{i}: {labels[i]}")

@@ -6,22 +6,25 @@ import streamlit as st
 
 from ..backends.registry import availability
 from ..result import AttentionResult
-from ..selection import Group
+from ..selection import GROUP_NAMES, Group
 from . import cache
+from .plain import literal
 
 DEMO_MODEL = "toy-translate"
 DEMO_SOURCE = "the european economic area was signed on 2 may 1992 ."
 
 
-def result_with(result: AttentionResult, group: Group, why: str) -> AttentionResult | None:
+def result_with(result: AttentionResult, group: Group) -> AttentionResult | None:
     """``result`` if it has ``group``; otherwise the demo model's run on the example (saying so)."""
     if group in result.attentions():
         return result
+    missing = f"{literal(result.model)} has no {GROUP_NAMES[group]}"
     available, reason = availability(DEMO_MODEL)
     if not available:
-        st.info(f"{result.model} has no decoder, and the demo model is not available: {reason}")
+        st.info(f"This view needs a {GROUP_NAMES[group]}; {missing}, and the demo model is not available: "
+                f"{literal(reason)}")
         return None
-    st.info(f"{result.model} {why} so this page uses {DEMO_MODEL}, our small translation Transformer, on an "
-            f"example. Pick {DEMO_MODEL} in the sidebar to use your own sentence (lower-case English from its "
-            "small vocabulary; unknown words show as <unk>).")
+    st.info(f"{missing}, so this page uses {DEMO_MODEL}, our small translation Transformer, on an example. "
+            f"Pick {DEMO_MODEL} in the sidebar to use your own sentence (lower-case English from its small "
+            "vocabulary; unknown words show as <unk>).")
     return cache.run(DEMO_MODEL, DEMO_SOURCE, None)

@@ -7,18 +7,22 @@ from dataclasses import dataclass
 import streamlit as st
 
 from ..backends.registry import HF_PREFIX, MODELS, unknown_model_message
+from . import cache, plain
+from .state import DEFAULT_TEXT
+from .widgets import text
 
 EXAMPLES = {
     "Coreference — tired (it → animal)": "The animal didn't cross the street because it was too tired.",
     "Coreference — wide (it → street)": "The animal didn't cross the street because it was too wide.",
-    "Thinking machines (seed 000)": "Thinking Machines",
-    "我喜欢吃苹果 (seed 000)": "我喜欢吃苹果",
+    "Thinking Machines (the Illustrated Transformer's example)": "Thinking Machines",
+    "我喜欢吃苹果 (“I like eating apples”)": "我喜欢吃苹果",
     "A longer sentence": (
         "The European Economic Area agreement was signed in Porto on 2 May 1992 and entered into force "
         "on 1 January 1994, after the people of Switzerland had voted against it."
     ),
 }
 HF_CHOICE = "hf: (any transformers model)"
+MAX_TEXT = 20_000  # characters; longer texts are cut by the box (and from a link, with a message)
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,7 @@ def model_picker() -> str:
     elif current in names:
         st.session_state.setdefault("model_choice", current)
     elif "model_choice" not in st.session_state:  # an unknown name from a link: say so, show the default
-        st.warning(unknown_model_message(current) + f". Showing {names[0]}.")
+        plain.warning(unknown_model_message(current) + f". Showing {names[0]}.")
     choice = st.selectbox(
         "Model", names + [HF_CHOICE], key="model_choice",
         format_func=lambda n: n if n == HF_CHOICE else f"{n} — {MODELS[n].description}",
@@ -55,15 +59,26 @@ def model_picker() -> str:
     return choice
 
 
+def model_shape(model: str) -> str | None:
+    """encoder-only / decoder-only / encoder-decoder; None while an ``hf:`` model does not load
+    (the page then says why)."""
+    if model in MODELS:
+        return MODELS[model].shape
+    try:
+        return cache.backend(model).shape
+    except Exception:  # noqa: BLE001 - the model run below reports the same failure, in one line
+        return None
+
+
 def request_panel() -> Request:
     """Draw the inputs (sidebar) and return the current request."""
     with st.sidebar:
         model = model_picker()
         st.session_state["model"] = model
         st.selectbox("Examples", ["—"] + list(EXAMPLES), key="example", on_change=_apply_example)
-        text = st.text_input("Sentence", key="text", max_chars=20_000, help="Press Enter to run.")
+        sentence = text("Sentence", "text", DEFAULT_TEXT, max_chars=MAX_TEXT, help="Press Enter to run.")
         target = None
-        info = MODELS.get(model)
-        if info is not None and info.shape == "encoder-decoder":
-            target = st.text_input("Target (teacher forcing; empty = the model translates)", key="target") or None
-    return Request(model, text, target)
+        if model_shape(model) == "encoder-decoder":
+            target = text("Target (teacher forcing; empty = the model translates)", "target",
+                          max_chars=MAX_TEXT) or None
+    return Request(model, sentence, target)

@@ -1,8 +1,11 @@
 """The page state that lives in the URL, so a link reopens the exact view:
-``?model=minilm&text=...&view=head&layer=3&head=1``.
+``?model=minilm&text=...&view=head&layer=3&head=mean&group=cross``.
 
-Values from the URL seed the widgets (through ``st.session_state``) before they are drawn; after
-every run the current choices are written back.
+Every widget has an explicit key. Its URL name is the key without the view's prefix
+(``head_layer`` → ``layer`` on the head view), so the main layer/head of every view read the same
+``layer``/``head`` parameters. On a session's first run the query parameters are parked in session
+state; each widget helper (:mod:`.widgets`) takes its own, validates it against the options it
+offers, and records the value it shows. After the run exactly the recorded values are written back.
 """
 
 from __future__ import annotations
@@ -12,35 +15,50 @@ import streamlit as st
 from ..backends.registry import DEFAULT_MODEL
 
 DEFAULT_TEXT = "The animal didn't cross the street because it was too tired."
-URL_KEYS = ("model", "text", "target", "view", "layer", "head")
+PENDING = "_url_pending"  # parameters from the link not yet taken by a widget
+SHOWN = "_url_shown"  # URL name → value of every choice drawn in this run
+CUT = "_url_cut"  # names of texts from the link that were longer than their box allows
 
 
 def seed_from_url() -> None:
-    """Copy query parameters into session state once per session (the URL wins on first load)."""
+    """Park the query parameters once per session (the URL wins on first load); start a run."""
+    st.session_state[SHOWN] = {}
     if st.session_state.get("_seeded"):
         return
-    params = st.query_params
-    st.session_state["model"] = params.get("model", DEFAULT_MODEL)
-    st.session_state["text"] = params.get("text", DEFAULT_TEXT)
-    if "target" in params:
-        st.session_state["target"] = params["target"]
-    for key in ("layer", "head"):
-        if key in params:
-            st.session_state[f"url_{key}"] = params[key]  # validated by the view that uses it
-    if "view" in params:
-        st.session_state["url_view"] = params["view"]
+    params = st.query_params.to_dict()
+    st.session_state["model"] = params.pop("model", DEFAULT_MODEL)
+    st.session_state[PENDING] = params
+    st.session_state[CUT] = set()
     st.session_state["_seeded"] = True
 
 
-def url_int(key: str, default: int, upper: int) -> int:
-    """An integer from the URL, clamped to [0, upper); ``default`` when absent or not a number."""
-    raw = st.session_state.pop(f"url_{key}", None)
-    try:
-        return min(max(int(raw), 0), upper - 1) if raw is not None else default
-    except ValueError:
-        return default
+def url_name(key: str) -> str:
+    """``head_layer`` → ``layer`` while the head view is shown; sidebar keys keep their name."""
+    prefix = f"{st.session_state.get('view', '')}_"
+    return key[len(prefix) :] if key.startswith(prefix) and len(key) > len(prefix) else key
 
 
-def write_to_url(**values: object) -> None:
-    """Replace the query string with the current choices (None values are left out)."""
-    st.query_params.from_dict({k: str(v) for k, v in values.items() if v is not None and k in URL_KEYS})
+def take(key: str) -> str | None:
+    """The link's raw value for the widget ``key`` (once: later runs keep the user's choice)."""
+    pending: dict[str, str] = st.session_state.get(PENDING, {})
+    for name in (url_name(key), key):
+        if name in pending:
+            return pending.pop(name)
+    return None
+
+
+def remember(key: str, value: str) -> None:
+    st.session_state[SHOWN][url_name(key)] = value
+
+
+def note_cut(key: str) -> None:
+    st.session_state[CUT].add(key)
+
+
+def was_cut(key: str) -> bool:
+    return key in st.session_state.get(CUT, ())
+
+
+def write_to_url(model: str) -> None:
+    """Replace the query string with the model and every choice drawn in this run."""
+    st.query_params.from_dict({"model": model, **st.session_state[SHOWN]})

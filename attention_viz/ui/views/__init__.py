@@ -1,1 +1,2 @@
-"""One module per view; each exposes ``render(result) -> dict`` (the choices to put in the URL)."""
+"""One module per view; each exposes ``render(result)``: it reads the user's choices (which the
+widgets put in the URL), calls one plain function per figure or table, and draws."""

@@ -1,13 +1,13 @@
 """Basics: the formulas on small synthetic data — why scores are divided by √d_k, dot-product versus
-additive scoring, and attention pooling as Nadaraya–Watson kernel regression (seed 002)."""
+additive scoring, and attention pooling as Nadaraya–Watson kernel regression (the waist/weight
+example)."""
 
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
-import torch
 
-from ...attention import additive_attention, scaled_dot_product_attention
+from ...basics_examples import HIDDEN, N_KEYS, N_QUERIES, dk_example, scoring_example
 from ...figures.basics import (
     WAISTS,
     WEIGHTS,
@@ -16,16 +16,14 @@ from ...figures.basics import (
     kernel_regression_figure,
     kernel_weights_figure,
     nadaraya_watson,
-    seed_softmax_figure,
-    softmax,
+    score_pairs_figure,
     variance_figure,
 )
 from ...figures.heatmap import attention_heatmap
 from ...result import AttentionResult
+from ..widgets import choice, integer, number
 
 D_KS = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
-N_QUERIES, N_KEYS, HIDDEN = 3, 5, 8
-WEIGHT_SEED = 2015  # the additive scorer's W_q, W_k, w_v: random, fixed, never trained
 
 
 @st.cache_data(show_spinner=False)
@@ -34,33 +32,15 @@ def variance_stats() -> dict[str, np.ndarray]:
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def scoring_example(seed: int, q_size: int, k_size: int) -> dict[str, np.ndarray | None]:
-    """Random queries and keys (``seed``), scored by scaled dot product (when the sizes match) and
-    by the additive scorer with fixed random weights; numpy out."""
-    data = torch.Generator().manual_seed(seed)
-    q = torch.randn(N_QUERIES, q_size, generator=data)
-    k = torch.randn(N_KEYS, k_size, generator=data)
-    weights = torch.Generator().manual_seed(WEIGHT_SEED)
-    w_q = torch.randn(HIDDEN, q_size, generator=weights) / q_size**0.5
-    w_k = torch.randn(HIDDEN, k_size, generator=weights) / k_size**0.5
-    w_v = torch.randn(HIDDEN, generator=weights)
-    additive = additive_attention(q, k, k, w_q, w_k, w_v)
-    out: dict[str, np.ndarray | None] = {
-        "q": q.numpy(), "k": k.numpy(),
-        "additive_scores": additive.scores.numpy(), "additive_pattern": additive.pattern.numpy(),
-        "dot_scores": None, "dot_pattern": None,
-    }
-    if q_size == k_size:
-        dot = scaled_dot_product_attention(q, k, k)
-        out.update(dot_scores=dot.scores.numpy(), dot_pattern=dot.pattern.numpy())
-    return out
+def scoring_cached(draw: int, q_size: int, k_size: int) -> dict[str, np.ndarray | None]:
+    return scoring_example(draw, q_size, k_size)
 
 
 def _chart(figure, key: str) -> None:
     st.plotly_chart(figure, key=key, config={"displaylogo": False})
 
 
-def render(result: AttentionResult | None = None) -> dict:
+def render(result: AttentionResult | None = None) -> None:
     """Needs no model run: ``result`` is ignored."""
     st.markdown(
         "The formulas behind attention, on small made-up numbers rather than on the model: the sentence in the "
@@ -70,19 +50,18 @@ def render(result: AttentionResult | None = None) -> dict:
     scaling()
     scoring()
     pooling()
-    return {}
 
 
 def scaling() -> None:
     st.subheader("1 · Why divide by √d_k")
     st.caption(
-        "Softmax reacts to differences between scores, not to their ratio. Seed 002's example: with scores 51 "
+        "Softmax reacts to differences between scores, not to their ratio. A classic example: with scores 51 "
         "and 49, softmax already gives 0.88/0.12; with 70 and 30 it gives essentially 1/0, so one key takes "
         "everything and learning stalls (the gradient through a saturated softmax is nearly zero). Divided by "
-        "√64 = 8, 51/49 becomes 0.56/0.44 and 70/30 becomes 0.993/0.007. (The seed's “0.51/0.49” and "
+        "√64 = 8, 51/49 becomes 0.56/0.44 and 70/30 becomes 0.993/0.007. (Explanations often quote “0.51/0.49” and "
         "“0.7/0.3” are the proportions of the scores, not their softmax; the bars show the exact values.)"
     )
-    _chart(seed_softmax_figure(), "basics_seed_softmax")
+    _chart(score_pairs_figure(), "basics_score_pairs")
     st.caption(
         "Why √d_k: if the d_k numbers of a query and a key are random with variance 1, their dot product adds "
         "d_k such products, so its variance is d_k (left, the points follow the dotted line). Dividing by √d_k "
@@ -90,11 +69,9 @@ def scaling() -> None:
         "putting all the weight on one key (right)."
     )
     _chart(variance_figure(variance_stats()), "basics_variance")
-    d_k = st.select_slider("d_k", D_KS, value=64, key="basics_dk")
-    rng = np.random.default_rng(d_k)
-    q, k = rng.standard_normal(d_k), rng.standard_normal((8, d_k))
-    _chart(dk_softmax_figure(k @ q, d_k), "basics_dk_softmax")
-    raw, scaled = softmax(k @ q).max(), softmax(k @ q / np.sqrt(d_k)).max()
+    d_k = choice("d_k", D_KS, "basics_dk", 64, widget="select_slider")
+    scores, raw, scaled = dk_example(d_k)
+    _chart(dk_softmax_figure(scores, d_k), "basics_dk_softmax")
     st.caption(f"d_k = {d_k}: the largest weight is {raw:.3f} unscaled and {scaled:.3f} after ÷√{d_k}.")
 
 
@@ -107,10 +84,13 @@ def scoring() -> None:
         "trained**: this section is about the formulas, not about what a trained model would score."
     )
     cols = st.columns(3)
-    seed = int(cols[0].number_input("Random vectors (seed)", 0, 10_000, 0, key="basics_seed"))
-    q_size = cols[1].slider("Query size", 2, 16, 4, key="basics_q_size")
-    k_size = cols[2].slider("Key size", 2, 16, 4, key="basics_k_size")
-    example = scoring_example(seed, q_size, k_size)
+    with cols[0]:
+        draw = integer("Random vectors: draw", 0, 100, "basics_draw", 0)
+    with cols[1]:
+        q_size = integer("Query size", 2, 16, "basics_q_size", 4)
+    with cols[2]:
+        k_size = integer("Key size", 2, 16, "basics_k_size", 4)
+    example = scoring_cached(draw, q_size, k_size)
     queries = [f"q{i + 1}" for i in range(N_QUERIES)]
     keys = [f"k{i + 1}" for i in range(N_KEYS)]
     score_hover = "query %{y}<br>key %{x}<br>score %{z:.3f}<extra></extra>"
@@ -141,7 +121,7 @@ def scoring() -> None:
 def pooling() -> None:
     st.subheader("3 · Attention as kernel regression (Nadaraya–Watson)")
     st.caption(
-        "Seed 002's example: we know the weight of a few people from their waist size and want to guess the "
+        "The waist/weight example: we know the weight of a few people from their waist size and want to guess the "
         "weight for a new waist (the query). Each known waist is a key, its weight the value. A Gaussian kernel "
         "scores each key by how close it is, −(q − k)²/2σ², softmax turns the scores into weights, and the "
         "guess "
@@ -149,8 +129,10 @@ def pooling() -> None:
         "The numbers are illustrative."
     )
     left, right = st.columns(2)
-    query = left.slider("Query: waist (cm)", 45.0, 80.0, 57.0, 0.5, key="basics_waist")
-    sigma = right.slider("Bandwidth σ (cm)", 0.5, 15.0, 1.0, 0.5, key="basics_sigma")
+    with left:
+        query = number("Query: waist (cm)", 45.0, 80.0, "basics_waist", 57.0, step=0.5)
+    with right:
+        sigma = number("Bandwidth σ (cm)", 0.5, 15.0, "basics_sigma", 1.0, step=0.5)
     keys, values = np.array(WAISTS), np.array(WEIGHTS)
     weights, prediction = nadaraya_watson(query, keys, values, sigma)
     left, right = st.columns(2)
@@ -162,6 +144,6 @@ def pooling() -> None:
     terms = " + ".join(f"{values[i]:g}·{weights[i]:.2f}" for i in top)
     st.caption(
         f"Prediction {prediction:.2f} kg ≈ {terms} + …. A small σ listens only to the nearest keys (at 57 cm with "
-        "σ = 1, K2 and K3 get about half each: 43·0.5 + 48·0.5 = 45.5, the seed's guess); a large σ averages "
+        "σ = 1, K2 and K3 get about half each: 43·0.5 + 48·0.5 = 45.5, the original example's guess); a large σ averages "
         "over everyone and the curve flattens toward the mean weight."
     )

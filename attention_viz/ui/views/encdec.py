@@ -1,6 +1,6 @@
-"""Encoder–decoder: translation with the demo models. The source × target cross-attention (seed
-003's figure), greedy decoding step by step, teacher forcing versus inference (seed 004's two data
-flows), and the Transformer's alignment beside the Bahdanau RNN's."""
+"""Encoder–decoder: translation with the demo models. The source × target cross-attention (the
+alignment figure of Bahdanau et al.), greedy decoding step by step, teacher forcing versus inference
+(the two data flows of training and use), and the Transformer's alignment beside the Bahdanau RNN's."""
 
 from __future__ import annotations
 
@@ -12,27 +12,31 @@ from ...figures.focus import highlighted_text
 from ...figures.heatmap import attention_heatmap
 from ...result import AttentionResult
 from ...selection import Choice, displayed
-from .. import cache
+from ...names import CROSS
+from .. import cache, plain
 from ..controls import layer_head_picker
 from ..fallback import result_with
+from ..inputs import MAX_TEXT
+from ..plain import literal
+from ..widgets import integer, text
 
-CROSS = ("decoder", "cross_attn")
 TRANSFORMER, RNN = "toy-translate", "toy-translate-rnn"
 
 
-def render(result: AttentionResult) -> dict:
+def render(result: AttentionResult) -> None:
     st.markdown(
         "In translation the decoder asks, for every word it writes, *which source words matter now?* Its "
         "**cross-attention** takes queries from the decoder and keys and values from the encoder's output, so "
         "each row below is a distribution over the source sentence: an alignment, learned without ever being "
         "told which words correspond."
     )
-    translated = result_with(result, CROSS, "has no decoder,")
+    translated = result_with(result, CROSS)
     if translated is None:
-        return {}
+        return
     source = translated.tokens.text
-    if "translation" in translated.meta:
-        st.markdown(f"**Translation:** {escape_markdown(translated.meta['translation'])}")
+    translation = translation_of(translated)
+    if translation:
+        st.markdown(f"**Translation:** {literal(translation)}")
 
     st.subheader("1 · Cross-attention: target × source")
     layer, head = layer_head_picker(translated, CROSS, key="encdec")
@@ -44,23 +48,24 @@ def render(result: AttentionResult) -> dict:
     step_by_step(translated, layer)
     data_flows(translated, source, layer)
     beside_rnn(translated, source, layer)
-    return {"layer": layer, "head": head}
 
 
-def escape_markdown(text: str) -> str:
-    return "".join("\\" + c if c in "\\`*_{}[]()#+-.!<>|$~" else c for c in text)
+def translation_of(run: AttentionResult) -> str:
+    """The model's own translation (demo models), or the text ``transformers`` generated (hf:)."""
+    return run.meta.get("translation") or run.meta.get("generated_text") or ""
 
 
 def step_by_step(translated: AttentionResult, layer: int) -> None:
     st.subheader("2 · Greedy decoding, one step at a time")
     predicted = translated.meta.get("predicted")
     if translated.meta.get("flow") != "greedy decoding (inference)" or not predicted:
-        st.info("Leave the target empty to see the model decode on its own.")
+        st.info("Step by step is shown for the demo models' own translations: pick toy-translate or "
+                "toy-translate-rnn and leave the target empty.")
         return
     steps = len(translated.target_tokens)
-    step = st.slider("Step", 1, steps, 1, key="encdec_step")
+    step = integer("Step", 1, steps, "encdec_step", 1) if steps > 1 else 1
     written = predicted[: step - 1]
-    st.markdown(f"Read so far: `<bos> {' '.join(written)}` → writes **{escape_markdown(predicted[step - 1])}**")
+    st.markdown(f"Read so far: {literal(' '.join(['<bos>', *written]))} → writes **{literal(predicted[step - 1])}**")
     cross = translated.stack("pattern", *CROSS)[layer].mean(axis=0)  # [target, source], heads averaged
     st.html(highlighted_text(list(translated.tokens.labels), cross[step - 1]))
     st.caption("Source words shaded by the cross-attention of this step (layer mean over heads). The decoder is "
@@ -72,22 +77,24 @@ def data_flows(translated: AttentionResult, source: str, layer: int) -> None:
     st.markdown("In **training** the decoder reads the correct translation shifted by one (`<bos>` + the gold "
                 "words) and predicts every next word at once. At **inference** it reads its own previous outputs, "
                 "one step at a time. Type a reference translation to compare the two flows.")
-    default = translated.meta.get("translation", "")
-    reference = st.text_input("Reference translation (teacher forcing)", value=default, key="encdec_reference")
+    reference = text("Reference translation (teacher forcing)", "encdec_reference", translation_of(translated),
+                     max_chars=MAX_TEXT)
     if not reference.strip():
         return
     try:
         forced = cache.run(translated.model, source, reference)
         greedy = cache.run(translated.model, source, None)
     except ModelError as error:
-        st.error(str(error))
+        plain.error(error)
         return
     left, right = st.columns(2)
     for column, run, name in ((left, forced, "teacher forcing"), (right, greedy, "inference (greedy)")):
         cross = run.stack("pattern", *CROSS)[layer].mean(axis=0)
         column.plotly_chart(attention_heatmap(cross, list(run.target_tokens.labels), list(run.tokens.labels),
                                               title=f"{name}: layer {layer}, mean of heads"), key=f"encdec_{name}")
-    predicted = forced.meta.get("predicted", [])
+    predicted = forced.meta.get("predicted")
+    if not predicted:  # hf: models hand out attention only, not their predictions
+        return
     gold = reference.split()
     hits = sum(p == g for p, g in zip(predicted, gold))
     st.caption(f"With teacher forcing the model predicts {hits} of {len(gold)} reference words correctly at "
@@ -95,9 +102,9 @@ def data_flows(translated: AttentionResult, source: str, layer: int) -> None:
 
 
 def beside_rnn(translated: AttentionResult, source: str, layer: int) -> None:
-    st.subheader("4 · The Transformer's alignment beside the Bahdanau RNN's")
     if translated.model not in (TRANSFORMER, RNN):
         return
+    st.subheader("4 · The Transformer's alignment beside the Bahdanau RNN's")
     other = RNN if translated.model == TRANSFORMER else TRANSFORMER
     if other not in MODELS or not availability(other)[0]:
         st.info(f"{other} is not available.")
@@ -105,7 +112,7 @@ def beside_rnn(translated: AttentionResult, source: str, layer: int) -> None:
     try:
         theirs = cache.run(other, source, None)
     except ModelError as error:
-        st.error(str(error))
+        plain.error(error)
         return
     left, right = st.columns(2)
     for column, run in ((left, translated), (right, theirs)):
@@ -116,4 +123,4 @@ def beside_rnn(translated: AttentionResult, source: str, layer: int) -> None:
                             key=f"encdec_align_{run.model}")
     st.caption("The RNN (Bahdanau et al. 2015) scores every encoder state against the decoder state with "
                "vᵀ tanh(W_q q + W_k k); the Transformer with scaled dot products in several heads and layers. "
-               f"Their translations: “{translated.meta.get('translation', '')}” and “{theirs.meta.get('translation', '')}”.")
+               f"Their translations: “{literal(translation_of(translated))}” and “{literal(translation_of(theirs))}”.")

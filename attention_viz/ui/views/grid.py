@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...analysis import head_stats
 from ...figures.grid import heads_grid
 from ...figures.heatmap import attention_heatmap
+from ...names import CROSS
 from ...result import AttentionResult
-from ...selection import group_tokens
+from ...selection import group_tokens, head_table
 from ..controls import attention_picker, layer_head_picker
 from ..export import figure_downloads
 
 
-def render(result: AttentionResult) -> dict:
+def render(result: AttentionResult) -> None:
     group = attention_picker(result, key="grid_group")
     stack = result.stack("pattern", *group)  # [layers, heads, q, k]
     query_tokens, key_tokens = group_tokens(result, group)
@@ -28,8 +28,7 @@ def render(result: AttentionResult) -> dict:
     st.plotly_chart(enlarged, key="grid_enlarged", config={"displaylogo": False})
 
     st.subheader("Per-head statistics and roles")
-    if group == ("decoder", "cross_attn"):
-        st.caption("Position-based statistics compare target and source positions, which are not aligned.")
-    st.dataframe(head_stats(stack, list(key_tokens.special)), key="grid_stats", hide_index=True,
-                 on_select="ignore")
-    return {"layer": layer, "head": head}
+    if group == CROSS:
+        st.caption("Cross-attention relates target positions to source positions of another sentence, so the "
+                   "statistics that compare positions (previous token, self, next token, offsets) are left out.")
+    st.dataframe(head_table(result, group), key="grid_stats", hide_index=True, on_select="ignore")

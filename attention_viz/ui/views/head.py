@@ -9,15 +9,19 @@ from ...result import AttentionResult
 from ...selection import Choice, displayed
 from ..controls import attention_picker, layer_head_picker
 from ..export import figure_downloads
+from ..widgets import flag, number
 
 
-def render(result: AttentionResult) -> dict:
+def render(result: AttentionResult) -> None:
     group = attention_picker(result, key="head_group")
     layer, head = layer_head_picker(result, group, key="head")
     options = st.columns(3)
-    hide_special = options[0].checkbox("Hide special tokens", key="head_hide_special")
-    words = options[1].checkbox("Word level", key="head_words")
-    threshold = options[2].slider("Threshold", 0.0, 0.5, 0.0, 0.01, key="head_threshold")
+    with options[0]:
+        hide_special = flag("Hide special tokens", "head_hide_special")
+    with options[1]:
+        words = flag("Word level", "head_words")
+    with options[2]:
+        threshold = number("Threshold", 0.0, 0.5, "head_threshold", 0.0, step=0.01)
     shown = displayed(result, Choice(group, layer, head, words, hide_special, threshold))
     for note in shown.notes:
         st.caption(note)
@@ -26,4 +30,3 @@ def render(result: AttentionResult) -> dict:
                                threshold=threshold)
     st.plotly_chart(figure, key="head_chart", config={"displaylogo": False})
     figure_downloads(figure, f"attention-L{layer}-H{head}", key="head")
-    return {"layer": layer, "head": head}

@@ -1,26 +1,38 @@
 """Inside one head: X → Q, K, V → QKᵀ → ÷√d_k → mask → softmax → × V → concat → W_O, every
-matrix on the real model and the user's sentence, plus seed 000's raw softmax(X Xᵀ) X beside it."""
+matrix on the real model and the user's sentence, plus self-attention without any learned weight,
+softmax(X Xᵀ) X, beside it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import streamlit as st
 
-from ...backends.scratch import ScratchEncoderBackend
 from ...figures.heatmap import attention_heatmap
 from ...figures.inside import matrix_heatmap, saturation_figure
-from ...inside import InsideHead, inside_head
+from ...inside import InsideHead
+from ...names import ENCODER_SELF
 from ...result import AttentionResult
 from .. import cache
 from ..controls import layer_head_picker
+from ..widgets import flag, integer
 
-GROUP = ("encoder", "self_attn")
+GROUP = ENCODER_SELF
 WINDOW = 96  # tokens drawn at most per axis: 17 charts of 512 tokens would send ~13 MB
 
 
 @st.cache_resource(max_entries=24, show_spinner="Computing the head step by step…")
 def compute(model: str, ids: tuple[int, ...], layer: int, head: int, scale: bool) -> InsideHead:
     """Cached per (model, sentence, layer, head, scale); shared and never mutated."""
-    return inside_head(cache.backend(model).model, list(ids), layer, head, scale)
+    return cache.backend(model).inside_head(ids, layer, head, scale)
+
+
+@dataclass(frozen=True)
+class Shown:
+    ih: InsideHead  # the head as the switch asks (scaled or not)
+    real: InsideHead  # the head as the model computes it (scaled)
+    window: slice  # the tokens drawn
+    labels: list[str]  # their labels
 
 
 def _chart(figure, key: str) -> None:
@@ -31,32 +43,28 @@ def token_window(n: int) -> slice:
     """All tokens, or for long inputs a window of WINDOW tokens the user slides along."""
     if n <= WINDOW:
         return slice(0, n)
-    st.session_state.setdefault("inside_window", 0)
-    st.session_state["inside_window"] = min(st.session_state["inside_window"], n - WINDOW)  # a shorter text
-    start = st.slider("First token shown", 0, n - WINDOW, key="inside_window")
+    start = integer("First token shown", 0, n - WINDOW, "inside_window", 0)
     st.caption(f"Long input: the figures show tokens {start}…{start + WINDOW - 1} of {n} (rows, and columns of the "
                f"{n}×{n} matrices); every number was computed on all {n} tokens.")
     return slice(start, start + WINDOW)
 
 
-def render(result: AttentionResult) -> dict:
-    backend = cache.backend(result.model)
-    if not isinstance(backend, ScratchEncoderBackend) or GROUP not in result.attentions():
+def render(result: AttentionResult) -> None:
+    if not cache.backend(result.model).can_open_heads or GROUP not in result.attentions():
         st.info(
             "“Inside one head” recomputes a head by hand from our own encoder's weights, so it works on "
             "encoder-only models of ours such as minilm. This model runs elsewhere (or has another shape); "
             "choose minilm in the sidebar to see the computation step by step."
         )
-        return {}
+        return
     layer, head = layer_head_picker(result, GROUP, key="inside", reductions=False)
-    scale = st.toggle("Divide the scores by √d_k (as the model does)", value=True, key="inside_scale")
+    scale = flag("Divide the scores by √d_k (as the model does)", "inside_scale", True, toggle=True)
     ids = tuple(result.tokens.ids)
     ih = compute(result.model, ids, layer, head, scale)
+    real = ih if scale else compute(result.model, ids, layer, head, True)
     w = token_window(ih.n)
-    labels = list(result.tokens.labels)[w]
-    eq = ih.equations()
+    shown = Shown(ih, real, w, list(result.tokens.labels)[w])
     n, d, dk = ih.n, ih.d_model, ih.d_k
-    hk = f"head {head}"
 
     st.markdown(
         f"One attention head, computed by hand from the weights of layer {layer} and checked against the "
@@ -66,6 +74,15 @@ def render(result: AttentionResult) -> dict:
         "weights that sum to 1, and each token's output is the weighted average of the values."
     )
 
+    projections(shown)
+    scores_and_softmax(shown)
+    heads_and_output(shown)
+    without_weights(shown)
+
+
+def projections(shown: Shown) -> None:
+    ih, w, labels, eq = shown.ih, shown.window, shown.labels, shown.ih.equations()
+    layer, head, n, d, dk, hk = ih.layer, ih.head, ih.n, ih.d_model, ih.d_k, f"head {ih.head}"
     st.subheader("1 · X → Q, K, V")
     st.caption(
         f"X is the input of layer {layer}: " + ("the embeddings of the tokens with their positions added (BERT "
@@ -88,6 +105,10 @@ def render(result: AttentionResult) -> dict:
             _chart(matrix_heatmap(matrix, name.upper(), row_labels=labels), f"inside_{name}")
             st.caption(eq[name])
 
+
+def scores_and_softmax(shown: Shown) -> None:
+    ih, real, w, labels, eq = shown.ih, shown.real, shown.window, shown.labels, shown.ih.equations()
+    layer, n, dk, hk, scale = ih.layer, ih.n, ih.d_k, f"head {ih.head}", ih.scale
     st.subheader("2 · Scores, scaling, mask, softmax")
     left, right = st.columns(2)
     with left:
@@ -109,7 +130,6 @@ def render(result: AttentionResult) -> dict:
         _chart(attention_heatmap(ih.pattern[w, w], labels, title=f"softmax: layer {layer}, {hk}"), "inside_pattern")
         st.caption(eq["pattern"] + ". This is the head's attention pattern, as in the head heatmap view.")
     else:
-        real = compute(result.model, ids, layer, head, True)
         left, right = st.columns(2)
         with left:
             _chart(attention_heatmap(real.pattern[w, w], labels, title=f"softmax(QKᵀ / √{dk}): the model"),
@@ -124,6 +144,10 @@ def render(result: AttentionResult) -> dict:
             "numbers are those of this hypothetical unscaled layer."
         )
 
+
+def heads_and_output(shown: Shown) -> None:
+    ih, w, labels, eq = shown.ih, shown.window, shown.labels, shown.ih.equations()
+    n, d, dk, hk = ih.n, ih.d_model, ih.d_k, f"head {ih.head}"
     st.subheader("3 · Weighted sum of V, concatenation of the heads, W_O")
     _chart(matrix_heatmap(ih.context[w], f"{hk} = weights · V ({n}×{dk})", row_labels=labels), "inside_context")
     st.caption(eq["context"] + ": each token's row is the weighted average of the value rows.")
@@ -131,7 +155,7 @@ def render(result: AttentionResult) -> dict:
     _chart(matrix_heatmap(ih.concat[w], f"Concat of the {ih.h} heads ({n}×{d}); {hk} outlined", row_labels=labels,
                           highlight_cols=cols), "inside_concat")
     st.caption(eq["concat"] + ". Every head works on its own; their outputs are laid side by side.")
-    full = st.toggle(f"Show the whole W_O ({d}×{d}, about 0.8 MB to draw)", value=False, key="inside_full_w_o")
+    full = flag(f"Show the whole W_O ({d}×{d}, about 0.8 MB to draw)", "inside_full_w_o", toggle=True)
     left, right = st.columns(2)
     with left:
         if full:
@@ -151,7 +175,11 @@ def render(result: AttentionResult) -> dict:
         "(the residual connection), normalizes, and applies the feed-forward network."
     )
 
-    st.subheader("4 · The raw self-attention of seed 000: softmax(X Xᵀ) X")
+
+def without_weights(shown: Shown) -> None:
+    ih, w, labels, eq = shown.ih, shown.window, shown.labels, shown.ih.equations()
+    n, d = ih.n, ih.d_model
+    st.subheader("4 · Self-attention without learned weights: softmax(X Xᵀ) X")
     st.markdown(
         "Before learned projections, self-attention was simply softmax(X Xᵀ) X: each token scores every token "
         "by the dot product of their vectors (their similarity), and takes the weighted average of the vectors "
@@ -164,8 +192,7 @@ def render(result: AttentionResult) -> dict:
         _chart(attention_heatmap(ih.raw_pattern[w, w], labels, title="softmax(X Xᵀ): no W, no scaling"), "inside_raw")
         st.caption(eq["raw"])
     with right:
-        real = ih if scale else compute(result.model, ids, layer, head, True)
-        _chart(attention_heatmap(real.pattern[w, w], labels, title=f"the real {hk} of layer {layer}"), "inside_real")
+        _chart(attention_heatmap(shown.real.pattern[w, w], labels,
+                                 title=f"the real head {ih.head} of layer {ih.layer}"), "inside_real")
     _chart(matrix_heatmap(ih.raw_context[w], f"softmax(X Xᵀ) X ({n}×{d}): each row a weighted average of X's rows",
                           row_labels=labels), "inside_raw_context")
-    return {"layer": layer, "head": head}

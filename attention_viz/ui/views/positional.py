@@ -1,12 +1,13 @@
-"""Positional encoding: the paper's sinusoids, why the simpler codes of seed 004 fail, the loaded
-model's own learned position embeddings, and the sentence's attention with and without positions."""
+"""Positional encoding: the paper's sinusoids, why simpler codes (an integer, a fraction, binary
+digits) fail, the loaded model's own learned position embeddings, and the sentence's attention with
+and without positions."""
 
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
 
-from ...backends.scratch import ScratchEncoderBackend
+from ...analysis.positions import same_token_rows
 from ...figures.heatmap import attention_heatmap
 from ...figures.positional import (
     binary_figure,
@@ -20,39 +21,40 @@ from ...figures.positional import (
     similarity_heatmap,
     sinusoidal_figure,
 )
-from ...positional import (
-    LearnedEncoding,
-    binary_positions,
-    integer_positions,
-    normalized_positions,
-    shift_rotation,
-    sinusoidal,
-)
+from ...position_codes import pair_rotation, simple_codes, sinusoidal_table
+from ...names import ENCODER_SELF
 from ...result import AttentionResult
 from .. import cache
 from ..controls import layer_head_picker
+from ..plain import literal
+from ..widgets import choice, integer, several
 
-GROUP = ("encoder", "self_attn")
+GROUP = ENCODER_SELF
 D_MODELS = [16, 32, 64, 128, 256, 384, 512]
 ALT_POSITIONS, ALT_DIMS = 50, 16
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def sinusoidal_table(n_positions: int, d_model: int) -> np.ndarray:
-    return sinusoidal(n_positions, d_model).numpy()
+def sinusoids_cached(n_positions: int, d_model: int) -> np.ndarray:
+    return sinusoidal_table(n_positions, d_model)
 
 
 @st.cache_resource(max_entries=24, show_spinner="Running the model without positions…")
 def run_without_positions(model: str, text: str) -> AttentionResult:
     """The same sentence with the position embeddings switched off; one forward per (model, text)."""
-    return cache.backend(model).run(text, use_positions=False)
+    return cache.backend(model).run_without_positions(text)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def position_table(model: str) -> np.ndarray | None:
+    return cache.backend(model).position_table()
 
 
 def _chart(figure, key: str) -> None:
     st.plotly_chart(figure, key=key, config={"displaylogo": False})
 
 
-def render(result: AttentionResult) -> dict:
+def render(result: AttentionResult) -> None:
     st.markdown(
         "Attention compares every token with every other token, and nothing in that comparison says *where* "
         "a token stands: “dog bites man” and “man bites dog” would look the same. So each position gets a "
@@ -62,15 +64,17 @@ def render(result: AttentionResult) -> dict:
     sinusoids()
     alternatives()
     learned(result)
-    return with_and_without(result)
+    with_and_without(result)
 
 
 def sinusoids() -> None:
     st.subheader("The sinusoidal code of the paper")
     left, right = st.columns(2)
-    n = left.slider("Positions", 16, 512, 128, 16, key="positional_n")
-    d = right.select_slider("Dimensions (d_model)", D_MODELS, value=128, key="positional_d")
-    pe = sinusoidal_table(n, d)
+    with left:
+        n = integer("Positions", 16, 512, "positional_n", 128, step=16)
+    with right:
+        d = choice("Dimensions (d_model)", D_MODELS, "positional_d", 128, widget="select_slider")
+    pe = sinusoids_cached(n, d)
     st.caption(
         "PE[pos, 2i] = sin(pos·ωᵢ), PE[pos, 2i+1] = cos(pos·ωᵢ) with ωᵢ = 1/10000^(2i/d). Each row is one "
         "position's code. The first dimensions change fast (short waves), the last ones very slowly, so "
@@ -78,10 +82,7 @@ def sinusoids() -> None:
     )
     _chart(encoding_heatmap(pe, f"sinusoidal code: {n} positions × {d} dimensions"), "positional_pe")
 
-    default = [dim for dim in (0, 1, 10, 11, 40, 41) if dim < d]
-    chosen = [dim for dim in st.session_state.get("positional_dims", default) if dim < d]
-    st.session_state["positional_dims"] = chosen or default
-    dims = st.multiselect("Dimensions to plot", list(range(d)), key="positional_dims")
+    dims = several("Dimensions to plot", range(d), "positional_dims", (0, 1, 10, 11, 40, 41))
     _chart(dimension_curves(pe, dims), "positional_curves")
 
     _chart(similarity_heatmap(pe, title=f"PE · PEᵀ: how alike two positions' codes are ({n}×{n})"),
@@ -96,12 +97,11 @@ def sinusoids() -> None:
                 "circle. Moving k positions further turns that point by the same angle k·ωᵢ, whatever the "
                 "starting position, so “k tokens later” is one fixed linear map that attention can learn.")
     left, right = st.columns(2)
-    st.session_state.setdefault("positional_pair", 4)
-    if st.session_state["positional_pair"] > d // 2 - 1:  # fewer pairs after a smaller d_model
-        st.session_state["positional_pair"] = d // 2 - 1
-    pair = left.slider("Frequency pair i", 0, d // 2 - 1, key="positional_pair")
-    k = right.slider("Shift k", 1, 15, 3, key="positional_shift")  # < the fewest positions (16)
-    rotation = shift_rotation(k, d)[pair].numpy()
+    with left:  # fewer pairs after a smaller d_model: the choice is clamped
+        pair = integer("Frequency pair i", 0, d // 2 - 1, "positional_pair", 4)
+    with right:
+        k = integer("Shift k", 1, 15, "positional_shift", 3)  # < the fewest positions (16)
+    rotation = pair_rotation(k, d, pair)
     _chart(shift_figure(pe, pair, k, rotation), "positional_shift_chart")
     error = rotation_error(pe, rotation, pair, k)
     st.caption(
@@ -112,48 +112,45 @@ def sinusoids() -> None:
 
 
 def alternatives() -> None:
-    st.subheader("Why not something simpler? (seed 004)")
+    st.subheader("Why not something simpler?")
     st.caption(
         f"Four ways to write a position as a vector, each for {ALT_POSITIONS} positions × {ALT_DIMS} dimensions, "
         "with the plot that shows its weak point. A good code is bounded, means the same thing in short and "
         "long sentences, changes smoothly from one position to the next, and works for lengths never seen."
     )
+    codes = simple_codes(ALT_POSITIONS, ALT_DIMS)
     top = st.columns(2)
     bottom = st.columns(2)
     with top[0]:
-        _chart(integer_figure(integer_positions(ALT_POSITIONS, ALT_DIMS).numpy()), "positional_alt_integer")
+        _chart(integer_figure(codes["integer"]), "positional_alt_integer")
         st.caption("**Integer** (1, 2, 3, …): the values grow without bound as sentences get longer, and a "
                    "longer sentence than any seen in training brings values the model never saw.")
     with top[1]:
-        _chart(normalized_figure(normalized_positions(5, ALT_DIMS).numpy(),
-                                 normalized_positions(ALT_POSITIONS, ALT_DIMS).numpy()), "positional_alt_normalized")
+        _chart(normalized_figure(simple_codes(5, ALT_DIMS)["normalized"], codes["normalized"]),
+               "positional_alt_normalized")
         st.caption("**[0, 1]** (first = 0, last = 1): bounded, but the same position means a different value "
                    "in a 5-token and a 50-token sentence, and the step between neighbours depends on the length.")
     with bottom[0]:
-        _chart(binary_figure(binary_positions(ALT_POSITIONS, ALT_DIMS).numpy()), "positional_alt_binary")
+        _chart(binary_figure(codes["binary"]), "positional_alt_binary")
         st.caption("**Binary** (the bits of the position): bounded, but not continuous: going to the next "
                    "position flips a varying number of bits, so neighbours are sometimes close, sometimes far.")
     with bottom[1]:
-        _chart(sinusoidal_figure(sinusoidal_table(ALT_POSITIONS, ALT_DIMS)), "positional_alt_sinusoidal")
+        _chart(sinusoidal_figure(sinusoids_cached(ALT_POSITIONS, ALT_DIMS)), "positional_alt_sinusoidal")
         st.caption("**Sinusoidal**: bounded (between −1 and 1), smooth, defined for any length, and the dot "
                    "product of two codes depends only on how far apart they are, not where they are.")
 
 
 def learned(result: AttentionResult) -> None:
-    st.subheader(f"What {result.model} uses: learned position embeddings")
-    backend = cache.backend(result.model)
-    model = getattr(backend, "model", None) if isinstance(backend, ScratchEncoderBackend) else None
-    positions = getattr(getattr(model, "encoder", None), "embed", None)
-    positions = getattr(positions, "positions", None)
-    if not isinstance(positions, LearnedEncoding):
-        st.info("This page reads the position table of our own encoders (such as minilm); this model's table is "
-                "not available here.")
+    st.subheader(f"What {literal(result.model)} uses: learned position embeddings")
+    table = position_table(result.model)
+    if table is None:
+        st.info("This page reads the learned position table of our own encoders (such as minilm); this model "
+                "has none, or runs elsewhere.")
         return
-    table = positions.weight.detach().float().cpu().numpy()
     shown = table.shape[0]
     if shown > 16:
-        shown = st.slider("Positions to show", 16, table.shape[0], min(128, table.shape[0]), 16,
-                          key="positional_learned_n")
+        shown = integer("Positions to show", 16, table.shape[0], "positional_learned_n", min(128, table.shape[0]),
+                        step=16)
     st.caption(
         f"BERT-style models do not use sines: they learn one vector per position ({table.shape[0]} positions × "
         f"{table.shape[1]} dimensions here) during training. Showing the first {shown}; a few dimensions hold much "
@@ -172,17 +169,15 @@ def learned(result: AttentionResult) -> None:
                "positional_learned_similarity")
 
 
-def with_and_without(result: AttentionResult) -> dict:
+def with_and_without(result: AttentionResult) -> None:
     st.subheader("The same sentence with and without positions")
-    backend = cache.backend(result.model)
-    if not isinstance(backend, ScratchEncoderBackend) or GROUP not in result.attentions():
+    if not cache.backend(result.model).can_run_without_positions or GROUP not in result.attentions():
         st.info("Switching positions off needs our own encoder (such as minilm); choose it in the sidebar.")
-        return {}
+        return
     layer, head = layer_head_picker(result, GROUP, key="positional", reductions=False)
     bare = run_without_positions(result.model, result.tokens.text)
     labels = list(result.tokens.labels)
-    name = f"encoder.layers.{layer}.self_attn.pattern"
-    with_pos, without = result.arrays[name][head], bare.arrays[name][head]
+    with_pos, without = result.pattern(GROUP, layer, head), bare.pattern(GROUP, layer, head)
     left, right = st.columns(2)
     with left:
         _chart(attention_heatmap(with_pos, labels, title=f"with positions: layer {layer}, head {head}"),
@@ -195,17 +190,10 @@ def with_and_without(result: AttentionResult) -> dict:
         "exactly the same weights, just moved along with it. The model then reads a bag of words. Heads that "
         "look at the previous or next token lose their pattern; heads that match words by meaning change less."
     )
-    ids = result.tokens.ids
-    for i in range(len(ids)):
-        twins = [j for j in range(i + 1, len(ids)) if ids[j] == ids[i] and not result.tokens.special[i]]
-        if twins:
-            j = twins[0]
-            gap_without = float(np.abs(without[i] - without[j]).max())
-            gap_with = float(np.abs(with_pos[i] - with_pos[j]).max())
-            st.caption(
-                f"Tokens {i} and {j} are the same vocabulary item (id {ids[i]}). Without positions their rows "
-                f"are identical (largest difference {gap_without:.1e}): the model cannot tell them apart. "
-                f"With positions they differ by up to {gap_with:.3f}."
-            )
-            break
-    return {"layer": layer, "head": head}
+    twins = same_token_rows(result.tokens.ids, result.tokens.special, with_pos, without)
+    if twins is not None:
+        st.caption(
+            f"Tokens {twins.first} and {twins.second} are the same vocabulary item (id {twins.token_id}). Without "
+            f"positions their rows are identical (largest difference {twins.gap_without:.1e}): the model cannot "
+            f"tell them apart. With positions they differ by up to {twins.gap_with:.3f}."
+        )
