@@ -27,7 +27,7 @@ from pathlib import Path
 
 import attention_viz as av
 from attention_viz.backends.registry import load_backend
-from attention_viz.figures.offline import _page
+from attention_viz.figures.offline import page_html
 
 from .texts import text_of_tokens
 
@@ -82,7 +82,7 @@ def main() -> None:
     backend = load_backend("minilm")
     folder = Path(tempfile.mkdtemp(prefix="offline-bench-"))
     plotly_only = folder / "plotly-only.html"
-    plotly_only.write_text(_page("plotly.js alone", "<div id=\"done\"></div>"), encoding="utf-8")
+    plotly_only.write_text(page_html("plotly.js alone", "<div id=\"done\"></div>"), encoding="utf-8")
     rows = []
     with chromium() as browser:
         baseline = statistics.median(first_draw(browser, plotly_only, "#done") for _ in range(args.loads))

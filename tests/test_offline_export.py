@@ -186,6 +186,8 @@ def test_encoder_page_draws_switches_and_hovers_the_stored_values(browser, minil
     label, readout = opened.hover(q, k)
     assert weight_in(label) == f"{z[q, k]:.6f}"
     assert readout == f"query {q} “{HOSTILE_LABEL}” → key {k} “{labels[k]}”: {z[q, k]:.6f}"
+    opened.choose("head", "2", "encoder:3:2")  # the cursor stays: the readout follows the new head
+    assert opened.page.text_content("#readout").endswith(f": {stored(minilm, ENCODER_SELF, 3, 2)[q, k]:.6f}")
 
     # user text stayed text: no dialog, nothing injected, the markup visible as characters
     assert opened.page.evaluate("document.querySelectorAll('script').length") == 3

@@ -15,6 +15,7 @@
   const reductionNote = document.getElementById("reduction-note");
   const layers = new Map(); // "attention:layer" → Promise of {codes: Uint8Array, scales: Float32Array}
   let shown = null; // {attention, layer, head, z} of the heatmap on screen
+  let cell = null; // [query, key] last under the cursor
   let drawing = Promise.resolve();
 
   function bytesOf(base64) {
@@ -112,6 +113,7 @@
       await Plotly.react(chart, [trace], layout, { displaylogo: false, responsive: true });
     }
     shown = { attention: a, layer: layer, head: head, z: z };
+    describe();
     document.body.dataset.drawn = [att.key, layer, head].join(":");
   }
 
@@ -122,14 +124,21 @@
     return drawing;
   }
 
-  function describe(event) {
-    const point = event.points && event.points[0];
-    if (!shown || !point || !point.pointIndex) return;
+  // The readout names the cell under the cursor; it follows a head switch made while hovering.
+  function describe() {
+    if (!shown || !cell) return;
     const att = payload.attentions[shown.attention];
-    const [q, k] = point.pointIndex;
-    const weight = shown.z[q][k];
+    const [q, k] = cell;
+    if (q >= att.queries.length || k >= att.keys.length) return;
     readout.textContent = "query " + q + " \u201c" + att.queries[q] + "\u201d \u2192 key " + k + " \u201c" +
-      att.keys[k] + "\u201d: " + weight.toFixed(6);
+      att.keys[k] + "\u201d: " + shown.z[q][k].toFixed(6);
+  }
+
+  function hovered(event) {
+    const point = event.points && event.points[0];
+    if (!point || !point.pointIndex) return;
+    cell = point.pointIndex;
+    describe();
   }
 
   function step(select, delta) {
@@ -158,5 +167,5 @@
     step(...moves[event.key]);
   });
   window.attentionViz = { payload: payload, redraw: redraw, shown: () => shown };
-  redraw().then(() => chart.on("plotly_hover", describe));
+  redraw().then(() => chart.on("plotly_hover", hovered));
 })();

@@ -123,7 +123,7 @@ def _plotly_js() -> str:
     return get_plotlyjs()
 
 
-def _page(title: str, body: str, tail_script: str = "") -> str:
+def page_html(title: str, body: str, tail_script: str = "") -> str:
     """A complete page: plotly.js in the head (figures' own scripts call it as they load), then ``body``."""
     tail = f"<script>{tail_script}</script>\n" if tail_script else ""
     return (
@@ -162,7 +162,7 @@ def heads_html(result: AttentionResult, start: tuple[Group, int, int | str] | No
         "within scale / 510 of the captured one; each row's largest weight and exact zeros are exact.</p>\n"
         f"<script type=\"application/json\" id=\"attention-data\">{script_json(heads_payload(result, start))}</script>"
     )
-    return _page(title, body, _SCRIPT.read_text(encoding="utf-8"))
+    return page_html(title, body, _SCRIPT.read_text(encoding="utf-8"))
 
 
 def figures_html(figures: Sequence[go.Figure], notes: Sequence[str] = (), title: str = "attention-viz",
@@ -174,4 +174,4 @@ def figures_html(figures: Sequence[go.Figure], notes: Sequence[str] = (), title:
     for figure in figures:
         parts.append(figure.to_html(include_plotlyjs=False, full_html=False, config=CONFIG))
     parts.extend(extra_html)
-    return _page(title, "\n".join(parts))
+    return page_html(title, "\n".join(parts))
