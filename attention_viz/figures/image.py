@@ -124,18 +124,28 @@ def caption_strip_figure(
 ) -> go.Figure:
     """Every word of the caption with its map, in order, as in the paper's figures
     (``attention`` (n, rows, cols); at most ``columns`` words per row)."""
-    n = len(words)
-    if attention.shape[0] != n:
-        raise ValueError(f"{n} words but {attention.shape[0]} attention maps")
-    if n == 0:
+    if attention.shape[0] != len(words):
+        raise ValueError(f"{len(words)} words but {attention.shape[0]} attention maps")
+    if len(words) == 0:
         raise ValueError("the caption is empty")
+    return maps_strip_figure(image, [f"{i + 1}. {w}" for i, w in enumerate(words)], attention, smooth, scale, columns)
+
+
+def maps_strip_figure(
+    image: np.ndarray, titles: Sequence[str], maps: np.ndarray, smooth: bool = True, scale: int = 2,
+    columns: int = STRIP_COLUMNS,
+) -> go.Figure:
+    """Several maps over the same image side by side (``maps`` (n, rows, cols), one title each;
+    at most ``columns`` per row), each scaled to its own maximum."""
+    n = len(titles)
+    if maps.shape[0] != n or n == 0:
+        raise ValueError(f"{n} titles for {maps.shape[0]} maps")
     cols = min(n, columns)
     rows = math.ceil(n / cols)
-    titles = [f"{i + 1}. {plotly_text(w)}" for i, w in enumerate(words)]
-    figure = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.02,
-                           vertical_spacing=0.12 / rows)
-    for i, word_map in enumerate(attention):
-        figure.add_trace(go.Image(z=overlay(image, word_map, smooth, scale), hoverinfo="skip"),
+    figure = make_subplots(rows=rows, cols=cols, subplot_titles=[plotly_text(t) for t in titles],
+                           horizontal_spacing=0.02, vertical_spacing=0.12 / rows)
+    for i, one_map in enumerate(maps):
+        figure.add_trace(go.Image(z=overlay(image, one_map, smooth, scale), hoverinfo="skip"),
                          row=i // cols + 1, col=i % cols + 1)
     size = image.shape[0] * scale
     figure.update_xaxes(visible=False)
@@ -143,6 +153,21 @@ def caption_strip_figure(
     figure.update_layout(width=cols * (size + 12) + 40, height=rows * (size + 40) + 30,
                          margin=dict(l=10, r=10, t=40, b=10), template="plotly_white")
     return figure
+
+
+def heads_strip_figure(image: np.ndarray, maps: np.ndarray, smooth: bool = True, scale: int = 1) -> go.Figure:
+    """A ViT layer's heads side by side: ``maps`` (heads, rows, cols), e.g. each head's [CLS] row."""
+    return maps_strip_figure(image, [f"head {h}" for h in range(maps.shape[0])], maps, smooth, scale)
+
+
+def rollout_strip_figure(image: np.ndarray, maps: np.ndarray, smooth: bool = True, scale: int = 1) -> go.Figure:
+    """Rollout after each layer, side by side: ``maps`` (layers, rows, cols)."""
+    return maps_strip_figure(image, [f"after layer {i}" for i in range(maps.shape[0])], maps, smooth, scale)
+
+
+def scale_for(size: int, pixels: int = 256) -> int:
+    """The whole enlargement that draws a ``size``-pixel image about ``pixels`` wide (at least 1)."""
+    return max(1, round(pixels / size))
 
 
 def grid_values_figure(attention: np.ndarray, title: str = "") -> go.Figure:

@@ -1,6 +1,9 @@
 """Image attention: Show, Attend and Tell live. A generated scene (seeded; the seed is in the link)
 or an uploaded PNG/JPEG is captioned word by word, and every word comes with the map of where the
-model looked, over the image (smooth, or the raw grid of regions) and as the paper's strip."""
+model looked, over the image (smooth, or the raw grid of regions) and as the paper's strip.
+
+Or a Vision Transformer from a local ``hf:`` folder: per layer and head the [CLS] row over the
+patches on the same image, every head of a layer side by side, and rollout over the layers."""
 
 from __future__ import annotations
 
@@ -10,18 +13,31 @@ import numpy as np
 import streamlit as st
 
 from ...analysis.localization import mass_in_box, uniform_share
+from ...analysis.patches import PatchAttention, patch_attention
 from ...caption import CaptionResult
 from ...errors import ModelError
-from ...figures.image import caption_strip_figure, grid_values_figure, word_attention_figure
+from ...figures.image import (
+    caption_strip_figure,
+    grid_values_figure,
+    heads_strip_figure,
+    rollout_strip_figure,
+    scale_for,
+    word_attention_figure,
+)
 from ...images import MAX_BYTES, read_image
+from ...result import AttentionResult
 from ...trained.scenes import BACKGROUND, generate
-from .. import cache
+from .. import cache, plain
 from ..export import figure_downloads
 
 MODEL = "show-attend-tell"
+CAPTIONER, VIT = "captioner", "vit"
+MODES = {CAPTIONER: "Show, Attend and Tell (our captioner)", VIT: "Vision Transformer (an hf: folder)"}
+HF_PREFIX = "hf:"
 SCENE, UPLOAD = "scene", "upload"
 SOURCES = {SCENE: "Generated scene", UPLOAD: "Upload an image"}
 MAX_CACHED = 64
+STRIP_PIXELS = 128  # each map of a strip is drawn about this wide
 MAX_SEED = 2**31 - 1  # any scene seed works; a browser number field is exact only to 2**53
 
 
@@ -35,6 +51,32 @@ def caption_upload(data: bytes) -> CaptionResult:
     """The file's name is not used: messages then hold only our own text, never the user's."""
     backend = cache.backend(MODEL)
     return backend.caption_image(read_image(data, backend.image_size, BACKGROUND, "the uploaded file"))
+
+
+def _vit_backend(name: str):
+    """The loaded model, refused unless it is a Vision Transformer (it then knows its patch grid)."""
+    backend = cache.backend(name)
+    if getattr(backend, "patch_grid", None) is None:
+        raise ModelError(f"{name} is not a Vision Transformer: its config.json must say \"model_type\": \"vit\"")
+    return backend
+
+
+def _patch_view(backend, image: np.ndarray, meta: dict | None = None) -> tuple[PatchAttention, AttentionResult]:
+    result = backend.run_image(image, meta=meta)
+    return patch_attention(image, result.stack(), tuple(result.meta["patch_grid"])), result
+
+
+@st.cache_resource(max_entries=MAX_CACHED, show_spinner="Running the Vision Transformer…")
+def vit_scene(name: str, seed: int) -> tuple[PatchAttention, AttentionResult]:
+    """Shared, never mutated (cache_resource: no copy per rerun); maps computed once per image."""
+    backend = _vit_backend(name)
+    return _patch_view(backend, backend.scene_image(seed), {"seed": seed})
+
+
+@st.cache_resource(max_entries=MAX_CACHED, show_spinner="Running the Vision Transformer…")
+def vit_upload(name: str, data: bytes) -> tuple[PatchAttention, AttentionResult]:
+    backend = _vit_backend(name)
+    return _patch_view(backend, read_image(data, backend.image_size, BACKGROUND, "the uploaded file"))
 
 
 def _seed_from_url() -> None:
@@ -51,7 +93,22 @@ def _new_scene() -> None:
     st.session_state["image_seed"] = random.randrange(1_000_000)
 
 
+def _scene_seed() -> int:
+    """The seed widgets, shared by both models (the link's seed shows the same scene to either)."""
+    left, right = st.columns([3, 1])
+    st.session_state.setdefault("image_seed", 7)
+    seed = int(left.number_input("Scene seed", min_value=0, max_value=MAX_SEED, step=1, key="image_seed"))
+    right.button("New scene", on_click=_new_scene, key="image_new")
+    return seed
+
+
 def render(_: object = None) -> dict:
+    _seed_from_url()
+    mode = st.radio("Model", list(MODES), format_func=MODES.get, key="image_model", horizontal=True)
+    return _vit() if mode == VIT else _captioner()
+
+
+def _captioner() -> dict:
     st.markdown(
         "Xu et al. (2015), *Show, Attend and Tell*: a CNN cuts the image into a grid of regions, and an LSTM "
         "writes the caption one word at a time. Before each word it scores every region against its state "
@@ -59,15 +116,11 @@ def render(_: object = None) -> dict:
         "where the model looked while writing it. The model is ours, trained on synthetic scenes of coloured "
         "shapes whose boxes are known, so you can check that it looks at the object it names."
     )
-    _seed_from_url()
     source = st.radio("Image", list(SOURCES), format_func=SOURCES.get, key="image_source", horizontal=True)
     seed = None
     try:
         if source == SCENE:
-            left, right = st.columns([3, 1])
-            st.session_state.setdefault("image_seed", 7)
-            seed = int(left.number_input("Scene seed", min_value=0, max_value=MAX_SEED, step=1, key="image_seed"))
-            right.button("New scene", on_click=_new_scene, key="image_new")
+            seed = _scene_seed()
             result = caption_scene(seed)
         else:
             st.caption(f"PNG or JPEG up to {MAX_BYTES // 1_000_000} MB; it is fitted into the model's 64×64 "
@@ -136,3 +189,85 @@ def _localization(result: CaptionResult, t: int) -> None:
     inside = mass_in_box(np.asarray(result.attention[t]), box, size, size)
     st.caption(f"{100 * inside:.0f} % of this word's attention lies inside the gold box of the object it "
                f"names; a uniform map would put {100 * uniform_share(box, size, size):.0f} % there.")
+
+
+def _vit() -> dict:
+    st.markdown(
+        "Dosovitskiy et al. (2021), *An Image is Worth 16x16 Words*: a Vision Transformer cuts the image into "
+        "square patches, reads each as a token, and puts a [CLS] token in front; the classifier reads only "
+        "[CLS]'s final state. Its row of a head's attention pattern is where that head looked on [CLS]'s "
+        "behalf: below, over the patches, laid on the image. Every layer mixes the patches again, so a deep "
+        "layer's row says little about the pixels; rollout (Abnar & Zuidema 2020) multiplies the layers "
+        "(heads averaged, plus the residual) to trace [CLS] back to the input patches."
+    )
+    spec = st.text_input("Vision Transformer", key="vit_model", placeholder="hf:./vit-base-patch16-224").strip()
+    st.caption('A checkpoint folder on this machine (or a hub id already in the local Hugging Face cache) whose '
+               'config.json says "model_type": "vit", with safetensors weights. Nothing is downloaded.')
+    if not spec:
+        st.info("Give the folder of a Vision Transformer checkpoint, e.g. hf:./vit-base-patch16-224.")
+        return {}
+    name = spec if spec.startswith(HF_PREFIX) else HF_PREFIX + spec
+    source = st.radio("Image", list(SOURCES), format_func=SOURCES.get, key="image_source", horizontal=True)
+    seed = None
+    try:
+        if source == SCENE:
+            seed = _scene_seed()
+            view, result = vit_scene(name, seed)
+        else:
+            st.caption(f"PNG or JPEG up to {MAX_BYTES // 1_000_000} MB; it is fitted into the model's square input.")
+            upload = st.file_uploader("Image file", type=["png", "jpg", "jpeg"], key="image_upload")
+            if upload is None:
+                return {}
+            view, result = vit_upload(name, upload.getvalue())
+    except ModelError as problem:
+        plain.error(problem)  # it may quote the folder the user typed
+        return {"seed": seed}
+    _show_vit(view, result)
+    return {"seed": seed}
+
+
+def _pick(label: str, count: int, key: str) -> int:
+    """An index slider that survives a switch to a model with fewer layers or heads."""
+    if st.session_state.get(key, 0) >= count:
+        st.session_state[key] = 0
+    return st.select_slider(label, options=list(range(count)), key=key) if count > 1 else 0
+
+
+def _show_vit(view: PatchAttention, result: AttentionResult) -> None:
+    layers, heads, rows, cols = view.cls.shape
+    size, patch = result.meta["image_size"], result.meta["patch_size"]
+    st.caption(f"{size}×{size} pixels in {rows}×{cols} patches of {patch}×{patch} pixels; "
+               f"{layers} layers × {heads} heads.")
+    if "label" in result.meta:
+        plain.caption(f"The checkpoint's classifier says: {result.meta['label']} "
+                      f"({100 * result.meta['label_probability']:.0f} %).")
+
+    st.subheader("1 · One head: where [CLS] looks")
+    layer = _pick("Layer", layers, "vit_layer")
+    head = _pick("Head", heads, "vit_head")
+    left, right = st.columns([1, 1])
+    smooth = left.radio("Map", ["smooth", "raw grid"], key="vit_map", horizontal=True) == "smooth"
+    cls_map = view.cls[layer, head]
+    one = word_attention_figure(view.image, cls_map, f"layer {layer}, head {head}: [CLS] over the patches", smooth,
+                                scale=scale_for(size))
+    left.plotly_chart(one, key="vit_head_map")
+    with right:
+        st.plotly_chart(grid_values_figure(cls_map, f"the raw weights: {rows}×{cols} patches"), key="vit_raw")
+    st.caption(f"[CLS] keeps {100 * view.cls_self[layer, head]:.0f} % of this head's attention on itself; the "
+               "rest is spread over the patches as drawn (each map scaled to its own maximum).")
+
+    st.subheader(f"2 · Every head of layer {layer}")
+    heads_strip = heads_strip_figure(view.image, view.cls[layer], smooth, scale_for(size, STRIP_PIXELS))
+    st.plotly_chart(heads_strip, key="vit_heads")
+
+    st.subheader("3 · Rollout over the layers")
+    rollout_strip = rollout_strip_figure(view.image, view.rollout, smooth, scale_for(size, STRIP_PIXELS))
+    st.plotly_chart(rollout_strip, key="vit_rollout")
+    st.caption("After layer l: how much of [CLS]'s representation rollout traces back to each input patch. It "
+               "ignores the values and the MLPs, so it is an estimate of where information came from.")
+    with st.expander("Downloads"):
+        figure_downloads(one, f"vit-layer-{layer}-head-{head}", key="vit_head_export")
+        figure_downloads(heads_strip, f"vit-layer-{layer}-heads", key="vit_heads_export")
+        figure_downloads(rollout_strip, "vit-rollout", key="vit_rollout_export")
+        st.download_button("Attention tensors (.npz)", data=result.to_npz_bytes, file_name="vit-attention.npz",
+                           mime="application/octet-stream", key="vit_npz", on_click="ignore")

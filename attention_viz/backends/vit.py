@@ -1,0 +1,170 @@
+"""Vision Transformers through ``hf:``: a local folder (or cached hub snapshot) whose ``config.json``
+says ``"model_type": "vit"``, run by ``transformers`` (``ViTModel``, or ``ViTForImageClassification``
+when the checkpoint has its classifier) with eager attention and ``output_attentions``.
+
+An image goes in, cut into a grid of ``patch_size`` squares; the tokens are ``[CLS]`` then
+``patch (r, c)`` row by row, and every layer's self-attention comes back as
+``encoder.layers.{i}.self_attn.pattern`` ``[heads, 1 + rows·cols, 1 + rows·cols]``. The image is
+first fitted into the model's ``image_size`` square (the pixels shown under the maps are exactly
+the ones it read), then rescaled and normalized by the folder's image processor when it has a
+``preprocessor_config.json``, else by ViT's own ``(x/255 − 0.5) / 0.5``.
+
+Like the captioner, ``run(text)`` reads ``text`` as a generated scene (``scene 7``); images go
+through :meth:`ViTBackend.run_image`. ``meta["patch_grid"]`` = ``[rows, cols]``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from safetensors import SafetensorError
+from transformers import AutoImageProcessor, ViTConfig, ViTForImageClassification, ViTModel
+
+from ..analysis.patches import patch_labels
+from ..errors import ModelError
+from ..images import fit
+from ..names import ENCODER_SELF, hook_name
+from ..result import AttentionResult
+from ..tokens import Tokens
+from ..trained import scenes
+from ..weights.safetensors_io import read_config, safetensors_files
+from .base import Backend
+from .ours_decoder import local_folder
+
+MODEL_TYPE = "vit"
+CLASSIFIER = "ViTForImageClassification"
+PROCESSOR_FILE = "preprocessor_config.json"
+MEAN = STD = 0.5  # ViT's own normalization (Dosovitskiy et al.), when the folder names none
+KINDS = ("pattern",)  # transformers hands out the attention weights only
+_SCENE = re.compile(r"^\s*(?:scene\s*)?(\d{1,19})\s*$", re.IGNORECASE)
+
+
+def open_vit(spec: str) -> Backend | None:
+    """The ViT backend for ``hf:spec`` when its config says ``model_type: vit``, else None."""
+    folder = local_folder(spec)
+    if folder is None or read_config(folder).get("model_type") != MODEL_TYPE:
+        return None
+    return ViTBackend(f"hf:{spec}", folder)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def patch_tokens(rows: int, cols: int) -> Tokens:
+    """``[CLS]`` (special) and one token per patch; ids are positions, ``text`` the patch labels."""
+    labels = patch_labels(rows, cols)
+    offsets: list[tuple[int, int] | None] = [None]
+    position = 0
+    for label in labels[1:]:
+        offsets.append((position, position + len(label)))
+        position += len(label) + 2  # the "; " between labels
+    n = len(labels)
+    return Tokens(
+        text="; ".join(labels[1:]), ids=tuple(range(n)), labels=tuple(labels), offsets=tuple(offsets),
+        special=(True,) + (False,) * (n - 1), unknown=(False,) * n, word_ids=(None, *range(n - 1)),
+    )
+
+
+class ViTBackend(Backend):
+    """A ``transformers`` ViT in eval mode, shared by every session: nothing is written to the object
+    after construction, and each call's attention comes back in its own return value."""
+
+    shape = "encoder-only"
+    kinds = KINDS
+
+    def __init__(self, name: str, folder: Path) -> None:
+        self.name = name
+        safetensors_files(folder)  # refuses pickle-only folders before transformers reads anything
+        config = self._load("config", ViTConfig, folder)
+        size, patch = config.image_size, config.patch_size
+        if not (isinstance(size, int) and isinstance(patch, int) and 0 < patch <= size and size % patch == 0):
+            raise ModelError(f"{name}: image_size {size!r} must be a whole number of patch_size {patch!r} squares")
+        if config.num_channels != 3:
+            raise ModelError(f"{name} reads {config.num_channels}-channel images; attention-viz feeds RGB")
+        self.image_size = size
+        self.patch_size = patch
+        self.patch_grid = (size // patch, size // patch)
+        self.tokens = patch_tokens(*self.patch_grid)
+        self.max_tokens = len(self.tokens)
+        self.classifies = CLASSIFIER in (config.architectures or ())
+        # The pooler is unused by attention and absent from classifier checkpoints: not built.
+        model_class, extra = (ViTForImageClassification, {}) if self.classifies else (ViTModel, {"add_pooling_layer": False})
+        self.model = self._load("model", model_class, folder, attn_implementation="eager", use_safetensors=True,
+                                dtype=torch.float32, **extra).eval()
+        self.id2label = dict(config.id2label or {})
+        self.processor = self._load("image processor", AutoImageProcessor, folder) if (folder / PROCESSOR_FILE).is_file() else None
+
+    def _load(self, what: str, loader: type, folder: Path, **kwargs):
+        try:
+            return loader.from_pretrained(folder, local_files_only=True, trust_remote_code=False, **kwargs)
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError, SafetensorError) as error:
+            raise ModelError(f"{self.name}: cannot load the {what}: {_first_line(error)}") from None
+
+    # -- input -----------------------------------------------------------------------------------
+    def scene_image(self, seed: int) -> np.ndarray:
+        """Generated scene ``seed`` fitted to the model's input size: the pixels :meth:`run` reads."""
+        return fit(Image.fromarray(scenes.generate(seed).image), self.image_size, scenes.BACKGROUND)
+
+    def pixel_values(self, image: np.ndarray) -> torch.Tensor:
+        """``(S, S, 3)`` uint8 → ``(1, 3, S, S)`` float32 as the checkpoint expects it. The image is
+        already the model's size, so the processor only rescales and normalizes."""
+        if self.processor is not None:
+            try:
+                return self.processor(images=image, do_resize=False, return_tensors="pt")["pixel_values"].float()
+            except (ValueError, TypeError, KeyError) as error:
+                raise ModelError(f"{self.name}: its image processor failed: {_first_line(error)}") from None
+        scaled = (image.astype(np.float32) / 255.0 - MEAN) / STD
+        return torch.from_numpy(scaled.transpose(2, 0, 1).copy())[None]  # (1, 3, S, S)
+
+    # -- running ---------------------------------------------------------------------------------
+    def tokenize(self, text: str) -> tuple[Tokens, int]:
+        """The patch tokens of the scene ``text`` names (they do not depend on the image)."""
+        self._parse_scene(text)
+        return self.tokens, 0
+
+    def _parse_scene(self, text: str) -> int:
+        match = _SCENE.match(text or "")
+        seed = int(match.group(1)) if match else -1
+        if not 0 <= seed <= scenes.MAX_SEED:
+            raise ModelError(f"{self.name} is a Vision Transformer: it reads images, not sentences. Give a scene "
+                             "seed such as 'scene 7', or use the Image attention page")
+        return seed
+
+    def run(self, text: str, target: str | None = None, kinds: Collection[str] | None = KINDS) -> AttentionResult:
+        if target is not None:
+            raise ModelError(f"{self.name} is an image encoder: it takes no target text")
+        seed = self._parse_scene(text)
+        return self.run_image(self.scene_image(seed), kinds, meta={"seed": seed})
+
+    def run_image(self, image: np.ndarray, kinds: Collection[str] | None = KINDS, meta: dict | None = None) -> AttentionResult:
+        """One forward on ``image`` ((S, S, 3) uint8, S = ``image_size``) with every layer's attention."""
+        refused = sorted(set(kinds or ()) - set(KINDS))
+        if refused:
+            raise ModelError(f"{self.name} can capture only 'pattern', not {refused}: transformers returns the "
+                             "attention weights only")
+        size = self.image_size
+        if image.shape != (size, size, 3) or image.dtype != np.uint8:
+            raise ModelError(f"{self.name} reads {size}×{size} RGB images (uint8), got {image.shape} {image.dtype}")
+        with torch.inference_mode():
+            out = self.model(pixel_values=self.pixel_values(image), output_attentions=True)
+        n = len(self.tokens)
+        arrays = {}
+        for layer, attention in enumerate(out.attentions):
+            if attention is None or tuple(attention.shape[-2:]) != (n, n):
+                raise ModelError(f"{self.name}: layer {layer} returned no [{n}×{n}] attention (eager attention needed)")
+            arrays[hook_name(ENCODER_SELF, layer, "pattern")] = attention[0].float().numpy()  # (heads, T, T)
+        meta = {**(meta or {}), "dropped": 0, "implementation": "transformers", "patch_grid": list(self.patch_grid),
+                "image_size": size, "patch_size": self.patch_size}
+        if self.classifies:
+            probabilities = out.logits[0].softmax(-1)
+            top = int(probabilities.argmax())
+            meta["label"] = str(self.id2label.get(top, top))
+            meta["label_probability"] = float(probabilities[top])
+        return AttentionResult(self.name, self.tokens, arrays, meta=meta)
