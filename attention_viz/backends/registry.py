@@ -143,6 +143,11 @@ def _load(name: str) -> Backend:
         ours = open_in_ours(spec)
         if ours is not None:
             return ours
+        from .vit import open_vit  # Vision Transformers read images: patches, not a tokenizer
+
+        vit = open_vit(spec)
+        if vit is not None:
+            return vit
         from .hf import HFBackend
 
         return HFBackend(spec)
