@@ -69,9 +69,10 @@ def bert_key_map(n_layers: int) -> dict[str, str]:
     """Our parameter name → checkpoint tensor name, for every parameter of the model."""
     mapping = dict(_EMBEDDINGS)
     for i in range(n_layers):
+        dst, src = f"encoder.layers.{i}.", f"encoder.layer.{i}."  # parameter paths, not hook names
         for ours, theirs in _LAYER.items():
             for param in ("weight", "bias"):
-                mapping[f"encoder.layers.{i}.{ours}.{param}"] = f"encoder.layer.{i}.{theirs}.{param}"
+                mapping[f"{dst}{ours}.{param}"] = f"{src}{theirs}.{param}"
     return mapping
 
 
