@@ -5,6 +5,8 @@ input, an explicit head_dim, partial rotary and the parallel residual; plus the 
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
@@ -78,10 +80,15 @@ def folders(tmp_path_factory):
     return out
 
 
-def run_both(folder, name: str, ids: torch.Tensor):
+@functools.lru_cache(maxsize=None)
+def load_both(folder: str, name: str):
+    """transformers' model and ours, loaded once per folder (the folders live for the module)."""
     model_class, _, loader, _ = MODELS[name]
-    theirs = model_class.from_pretrained(folder, attn_implementation="eager").eval()
-    ours = loader(folder)
+    return model_class.from_pretrained(folder, attn_implementation="eager").eval(), loader(folder)
+
+
+def run_both(folder, name: str, ids: torch.Tensor):
+    theirs, ours = load_both(str(folder), name)
     with torch.inference_mode():
         expected = theirs(ids, output_attentions=True, output_hidden_states=True)
         with capture(kinds=None) as recorded:
