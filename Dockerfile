@@ -26,8 +26,10 @@ COPY attention_viz ./attention_viz
 RUN python -m attention_viz models | grep "minilm .*available offline"
 
 # Served beyond loopback: hf: loads only folders under /models (mount yours there, read-only), no hub
-# downloads, at most ATTENTION_VIZ_MAX_MODELS models in memory (docs/deploy.md).
-ENV ATTENTION_VIZ_MODEL_ROOTS=/models
+# downloads, at most ATTENTION_VIZ_MAX_MODELS models in memory, uploads (the image view) up to 10 MB
+# instead of Streamlit's 200 (docs/deploy.md).
+ENV ATTENTION_VIZ_MODEL_ROOTS=/models \
+    STREAMLIT_SERVER_MAX_UPLOAD_SIZE=10
 VOLUME /models
 USER 10001
 EXPOSE 8501

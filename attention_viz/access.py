@@ -60,8 +60,8 @@ def hf_source(spec: str, *, exposed: bool = False) -> str:
     from .backends.hf import HUB_ID, downloads_allowed
 
     roots = roots or []
-    if len(spec) <= MAX_SPEC_CHARS and "\0" not in spec:
-        path = Path(spec).expanduser()
+    path = _expanded(spec) if len(spec) <= MAX_SPEC_CHARS and "\0" not in spec else None
+    if path is not None:
         # A relative name is looked up inside the roots, never in the server's working directory.
         candidates = [path] if path.is_absolute() else [root / path for root in roots]
         inside = [folder for folder in map(_inside, candidates, [roots] * len(candidates)) if folder]
@@ -72,18 +72,24 @@ def hf_source(spec: str, *, exposed: bool = False) -> str:
             return spec
         if inside:  # inside a root but missing: the backend says so, naming only that path
             return str(inside[0])
-    raise ModelError(refusal(roots, exposed, hub=downloads_allowed()))
+    raise ModelError(refusal(roots, hub=downloads_allowed()))
 
 
-def refusal(roots: list[Path], exposed: bool, hub: bool) -> str:
+def refusal(roots: list[Path], hub: bool) -> str:
     """The one message for every refused spec: the same for paths that exist and paths that don't."""
     hubs = "; hub ids are allowed" if hub else ""
     if roots:
         where = ", ".join(str(root) for root in roots)
         return f"this server loads hf: models only from folders inside {where} (its {MODEL_ROOTS_ENV}){hubs}"
-    reach = "is reachable beyond this machine, so it " if exposed else ""
-    local = " (or serves it on 127.0.0.1 only)" if exposed else ""
-    return f"this server {reach}loads no hf: folders until its operator sets {MODEL_ROOTS_ENV}{local}{hubs}"
+    return (f"this server is reachable beyond this machine, so it loads no hf: folders until its operator "
+            f"sets {MODEL_ROOTS_ENV} (or serves it on 127.0.0.1 only){hubs}")
+
+
+def _expanded(spec: str) -> Path | None:
+    try:
+        return Path(spec).expanduser()
+    except RuntimeError:  # ~someone with no home directory here
+        return None
 
 
 def _inside(path: Path, roots: list[Path]) -> Path | None:

@@ -37,7 +37,9 @@ from .session import Session, tick_labels, title
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_SESSIONS = 100
+CONTRACT = ("sessions", "p50_s", "p95_s", "errors", "rss_mb")  # the keys of the JSON line
 TOKENS = 64
+SESSION_TTL_S = 120  # Streamlit keeps a closed session this long for a reconnect (server.disconnectedSessionTTL)
 # (widget label, value, what the heatmap must then show): layer, head and view, a few times over
 STEPS = [
     ("Layer", 3, "layer 3"),
@@ -53,6 +55,12 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds the process has used (user + system)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb(pid: int) -> float:
@@ -150,7 +158,7 @@ async def sample_rss(pid: int, peak: list[float]) -> None:
 
 async def concurrent(url: str, pid: int, work: list[tuple[str, list[str]]], steps: list[tuple],
                      timeout: float) -> dict:
-    peak = [rss_mb(pid)]
+    peak, cpu_before = [rss_mb(pid)], cpu_s(pid)
     sampler = asyncio.create_task(sample_rss(pid, peak))
     tasks = [asyncio.create_task(visit(url, text, labels, steps)) for text, labels in work]
     done, pending = await asyncio.wait(tasks, timeout=timeout)
@@ -165,6 +173,8 @@ async def concurrent(url: str, pid: int, work: list[tuple[str, list[str]]], step
         "p95_s": round(float(np.percentile(times, 95)), 3) if times else None,
         "errors": errors,
         "rss_mb": round(peak[0], 1),
+        # not in the JSON line: the server's CPU per heatmap, which a busy machine does not inflate
+        "cpu_s_per_step": round((cpu_s(pid) - cpu_before) / max(len(times), 1), 3),
     }
 
 
@@ -175,32 +185,43 @@ def measure_sessions(n: int, timeout: float) -> dict:
         return asyncio.run(concurrent(url, pid, work[1:], STEPS, timeout))
 
 
-def measure_distinct(count: int, wave: int, timeout: float) -> dict:
-    """RSS as ``count`` sessions, ``wave`` at a time, each bring a sentence never seen before."""
+def measure_distinct(count: int, wave: int, timeout: float, settle: float = SESSION_TTL_S + 10) -> dict:
+    """Server RSS as ``count`` sessions, ``wave`` at a time, each bring a sentence never seen before;
+    then once more after ``settle`` idle seconds, when Streamlit has dropped the closed sessions."""
     work = sentences(count + 1, start=1000)
     after, errors = {}, 0
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
     with app_servers() as [(url, pid)]:
         asyncio.run(visit(url, *work[0], []))
         after[0] = round(rss_mb(pid), 1)
         for start in range(1, count + 1, wave):
-            left = deadline - time.monotonic()
+            left = started + timeout - time.monotonic()
             result = asyncio.run(concurrent(url, pid, work[start:start + wave], [], max(left, 1)))
             errors += result["errors"]
-            after[start + wave - 1] = round(rss_mb(pid), 1)
-    return {"sentences": count, "rss_mb_after": after, "errors": errors}
+            done = start + wave - 1
+            if done % 50 == 0 or done == count:
+                after[done] = round(rss_mb(pid), 1)
+        seconds = round(time.monotonic() - started)
+        time.sleep(settle)
+        idle = round(rss_mb(pid), 1)
+    return {"sentences": count, "rss_mb_after": after, "rss_mb_idle": idle, "seconds": seconds, "errors": errors}
 
 
 def table(timeout: float) -> str:
-    rows = ["| sessions | p50 to heatmap | p95 to heatmap | errors | server RSS (peak) |", "|---|---|---|---|---|"]
+    rows = ["| sessions | p50 to heatmap | p95 to heatmap | errors | server RSS (peak) | server CPU per step |",
+            "|---|---|---|---|---|---|"]
     for n in (1, 10, 30):
         r = measure_sessions(n, timeout)
         print(json.dumps(r), file=sys.stderr, flush=True)
-        rows.append(f"| {n} | {r['p50_s']} s | {r['p95_s']} s | {r['errors']} | {r['rss_mb']:.0f} MB |")
+        rows.append(f"| {n} | {r['p50_s']} s | {r['p95_s']} s | {r['errors']} | {r['rss_mb']:.0f} MB "
+                    f"| {r['cpu_s_per_step']} s |")
     d = measure_distinct(200, 10, timeout)
     print(json.dumps(d), file=sys.stderr, flush=True)
-    marks = ", ".join(f"{k}: {v:.0f} MB" for k, v in d["rss_mb_after"].items() if k % 50 == 0)
-    return "\n".join(rows) + f"\n\nServer RSS after n distinct 64-token sentences ({d['errors']} errors): {marks}\n"
+    marks = ", ".join(f"{k}: {v:.0f} MB" for k, v in d["rss_mb_after"].items())
+    return "\n".join(rows) + (
+        f"\n\nServer RSS after n distinct 64-token sentences, 10 sessions at a time ({d['errors']} errors, "
+        f"{d['seconds']} s): {marks}; {SESSION_TTL_S + 10} s later, idle: {d['rss_mb_idle']:.0f} MB\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
         print(table(args.timeout))
         return 0
     result = measure_sessions(count, args.timeout) if args.sessions else measure_distinct(count, 10, args.timeout)
+    if args.json and args.sessions:
+        result = {key: result[key] for key in CONTRACT}
     print(json.dumps(result) if args.json else "  ".join(f"{k}={v}" for k, v in result.items()))
     return 0
 

@@ -80,6 +80,7 @@ def outside_specs(disk: Path) -> list[str]:
         f"{roots}/escape-dir/secret-model",
         "escape-dir/no-such-model",
         "~",
+        "~no-such-user-here/model",
         "./tiny-bert/../../outside",
     ]
 
