@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from . import caption_cli, cli_heads
 from .errors import ModelError
+from .atlas import cli as atlas_cli
 from .backends.registry import DEFAULT_MODEL, MODELS, availability, load_backend
 from .figures.export import standalone_html
 from .figures.views import VIEWS, export_figure
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     caption_cli.add_parser(commands)
     cli_heads.add_parser(commands)
+    atlas_cli.add_parser(commands)
     commands.add_parser("models", help="list the models and whether they are available offline")
     return parser
 
@@ -125,6 +127,8 @@ def cmd_models(_: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "atlas":
+            return atlas_cli.run(args)
         return {"run": cmd_run, "export": cmd_export, "caption": caption_cli.cmd_caption, "heads": cli_heads.cmd_heads, "models": cmd_models}[args.command](args)
     except (ModelError, ValueError, OSError) as error:
         return _fail(str(error))

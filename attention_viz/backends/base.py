@@ -111,3 +111,9 @@ class Backend(ABC):
     def padded_batch(self, sentences: Sequence[Sequence[int]], layer: int) -> PaddedBatch:
         """Token id lists as one right-padded batch through the encoder (see attention_viz.masking)."""
         raise ModelError(f"{self.name} cannot run a padded batch here (our own Transformers can)")
+
+    def layer_states(self, text: str, kinds: Collection[str] = ("pattern",)) -> tuple[AttentionResult, "np.ndarray | None"]:
+        """:meth:`run` plus every layer's output token representations ``(layers, T, d_model)`` from
+        the same forward (what exBERT searches for similar contexts), or None when the backend cannot
+        give them."""
+        return self.run(text, kinds=kinds), None

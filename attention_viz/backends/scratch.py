@@ -95,3 +95,16 @@ class ScratchEncoderBackend(Backend):
 
     def padded_batch(self, sentences: Sequence[Sequence[int]], layer: int) -> PaddedBatch:
         return padded_batch(self.model, sentences, layer, pad_id=self.tokenizer.token_to_id("[PAD]") or 0)
+
+    def layer_states(self, text: str, kinds: Collection[str] = ("pattern",)) -> tuple[AttentionResult, "np.ndarray"]:
+        """The encoder's forward layer by layer (as ``Encoder.forward`` does it), keeping each layer's output."""
+        tokens, dropped = self.tokenize(text)
+        encoder = self.model.encoder
+        states = []
+        with torch.inference_mode(), capture(kinds=kinds) as recorded:
+            x = encoder.embed(torch.tensor([tokens.ids]))  # (1, T, d_model)
+            for layer in encoder.layers:
+                x = layer(x, None)
+                states.append(x[0])
+        result = AttentionResult.from_recorder(self.name, tokens, recorded, meta={"dropped": dropped})
+        return result, torch.stack(states).float().numpy()  # (layers, T, d_model)

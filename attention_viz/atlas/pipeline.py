@@ -1,0 +1,242 @@
+"""The corpus pass on Ray Data: read → batches grouped by length → ``map_batches`` with a model actor →
+Parquet shards, then the atlas is finished (sample, neighbour indexes, manifest).
+
+1. The driver streams the source once (bounded memory): it hashes it, counts it, and writes the
+   rows not yet done to ``pending/`` in row groups of sentences of similar length.
+2. Ray Data reads ``pending/``, runs :class:`~attention_viz.atlas.worker.AtlasWorker` actors (one
+   model each) over batches, and writes the shards with pyarrow (``write_parquet``). ``ray.init()``
+   is local unless ``address``/``RAY_ADDRESS`` names a cluster; the code is the same.
+3. :func:`attention_viz.atlas.finish.finish` keeps the capped token sample, builds the faiss
+   indexes and writes the manifest with ``complete: true``.
+
+A killed build leaves complete shards (and perhaps one torn file, dropped on resume); ``resume``
+runs only the records no shard holds. Which sentences are sampled depends only on the record's line
+number (a hash) and the corpus size, so a resumed atlas equals an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import ModelError
+from . import layout
+from .sources import Record, Source
+
+PENDING_SCHEMA = pa.schema([
+    ("line", pa.int64()), ("text", pa.string()), ("reason", pa.string()), ("priority", pa.float64()),
+    ("words", pa.int32()), ("rel_names", pa.list_(pa.string())), ("rel_from", pa.list_(pa.int32())),
+    ("rel_to", pa.list_(pa.int32())),
+])
+LENGTH_BUCKET = 4  # sentences whose word counts share len // 4 run in the same batches
+BATCH_ROWS = 64  # rows per map_batches call
+SAMPLE_MARGIN = 1.2  # sample a little more than the estimate needs; finish() trims to the cap
+
+
+@dataclass(frozen=True)
+class Plan:
+    records: int  # records in the whole source
+    pending: int  # records this run will process
+    sample_below: float
+    js_below: float
+
+
+def priority(line: int) -> float:
+    """A uniform number in [0, 1) fixed by the line number alone (splitmix64): which sentences are
+    sampled never depends on how the corpus was split among workers or runs."""
+    z = (line * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return ((z ^ (z >> 31)) >> 11) / float(1 << 53)
+
+
+def done_lines(out: Path) -> np.ndarray:
+    """Line numbers already in a shard. A shard torn by a kill (no footer) is removed: it is redone."""
+    done = []
+    for path in layout.shard_files(out):
+        try:
+            done.append(pq.read_table(path, columns=["line"]).column("line").to_numpy())
+        except (pa.ArrowInvalid, OSError):
+            path.unlink()
+    return np.unique(np.concatenate(done)) if done else np.zeros(0, np.int64)
+
+
+def _pending_rows(records: Iterator[Record], done: np.ndarray, writer: Callable[[list[dict]], None]) -> tuple[int, int, int]:
+    """Stream the records into length buckets; flush a bucket when it holds a batch."""
+    buckets: dict[int, list[dict]] = {}
+    total = words_total = pending = 0
+    done_set = set(done.tolist())
+    for record in records:
+        total += 1
+        words = len(record.text.split())
+        words_total += words
+        if record.line in done_set:
+            continue
+        pending += 1
+        bucket = buckets.setdefault(words // LENGTH_BUCKET, [])
+        bucket.append({
+            "line": record.line, "text": record.text, "reason": record.reason, "priority": priority(record.line),
+            "words": words, "rel_names": [r[0] for r in record.relations],
+            "rel_from": [r[1] for r in record.relations], "rel_to": [r[2] for r in record.relations],
+        })
+        if len(bucket) >= BATCH_ROWS:
+            writer(bucket)
+            buckets[words // LENGTH_BUCKET] = []
+    for key in sorted(buckets):
+        if buckets[key]:
+            writer(buckets[key])
+    return total, words_total, pending
+
+
+class _PendingWriter:
+    """One file per flushed bucket: a file is the unit Ray reads, so each becomes one block of
+    BATCH_ROWS sentences of similar length (and a small corpus still spreads over every worker)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.files = folder, 0
+
+    def __call__(self, rows: list[dict]) -> None:
+        pq.write_table(pa.Table.from_pylist(rows, schema=PENDING_SCHEMA), self.folder / f"part-{self.files:06d}.parquet")
+        self.files += 1
+
+
+def plan(source: Source, out: Path, done: np.ndarray, sample_tokens: int, js_sentences: int,
+         progress: bool) -> Plan:
+    """Write ``pending/`` and decide the sampling thresholds from the corpus size."""
+    folder = out / layout.PENDING
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    records = source.records()
+    if progress:
+        from tqdm import tqdm
+
+        records = tqdm(records, desc="reading corpus", unit=" lines", mininterval=1.0)
+    total, words, pending = _pending_rows(records, done, _PendingWriter(folder))
+    if total == 0:
+        raise ModelError(f"the corpus {source.spec} is empty: nothing to build")
+    estimated_tokens = 1.3 * words + 2 * total  # WordPiece ≈ 1.3 tokens a word, plus [CLS]/[SEP]
+    return Plan(
+        records=total,
+        pending=pending,
+        sample_below=min(1.0, SAMPLE_MARGIN * sample_tokens / max(estimated_tokens, 1.0)),
+        js_below=min(1.0, js_sentences / total),
+    )
+
+
+def read_pending(batch: pa.Table) -> pa.Table:
+    """The corpus rows of the pending files named in ``batch`` (a Ray Data task)."""
+    return pa.concat_tables([pq.read_table(path, schema=PENDING_SCHEMA) for path in batch.column("path").to_pylist()])
+
+
+def connect(address: str | None = None) -> bool:
+    """Join the cluster at ``address`` / ``RAY_ADDRESS``, or start Ray on this machine. True if we
+    started (or joined) it here and should shut it down afterwards."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    if not os.access(Path.home(), os.W_OK):  # Ray writes ~/.ray/auth_token otherwise
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    address = address or os.environ.get("RAY_ADDRESS")
+    try:
+        if address:
+            ray.init(address=address, logging_level="WARNING")
+        else:
+            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        raise ModelError(f"cannot start or join Ray ({address or 'local'}): {str(error).splitlines()[0]}") from None
+    return True
+
+
+def run_ray(model: str, out: Path, plan_: Plan, workers: int | None, worker_cpus: float,
+            rows_per_file: int, progress: bool) -> None:
+    import ray
+
+    from .worker import AtlasWorker
+
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = progress
+    context.verbose_stats_logs = False
+    if workers is None:
+        workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    # One block per pending file (one batch of similar-length sentences each): read_parquet would
+    # merge small files into one block, leaving a single task for all the workers.
+    files = sorted(str(path) for path in (out / layout.PENDING).glob("*.parquet"))
+    dataset = ray.data.from_items([{"path": path} for path in files], override_num_blocks=len(files))
+    dataset = dataset.map_batches(read_pending, batch_size=1, batch_format="pyarrow", num_cpus=0.25)
+    shards = dataset.map_batches(
+        AtlasWorker,
+        fn_constructor_kwargs={"model": model, "sample_below": plan_.sample_below, "js_below": plan_.js_below},
+        batch_size=BATCH_ROWS,
+        batch_format="pyarrow",
+        compute=ray.data.ActorPoolStrategy(size=workers),
+        num_cpus=worker_cpus,
+    )
+    shards.write_parquet(str(out / layout.SHARDS), min_rows_per_file=rows_per_file)
+
+
+def build_atlas(
+    model: str,
+    corpus: str,
+    out: str | Path,
+    *,
+    address: str | None = None,
+    workers: int | None = None,
+    resume: bool = False,
+    column: str = "text",
+    sample_tokens: int = layout.SAMPLE_TOKENS,
+    js_sentences: int = layout.JS_SENTENCES,
+    worker_cpus: float = 0.5,
+    rows_per_file: int = 1024,
+    progress: bool = True,
+) -> dict:
+    """Build (or, with ``resume``, finish) the atlas of ``model`` over ``corpus`` in ``out``; returns the manifest."""
+    from .finish import finish
+
+    out = Path(out)
+    source = Source(corpus, column)
+    source.check()
+    if workers is not None and workers < 1:
+        raise ModelError("--workers must be at least 1")
+    digest = source.sha256()
+    previous = layout.read_manifest(out)
+    if previous is not None or layout.shard_files(out):
+        if not resume:
+            raise ModelError(f"{out} already holds an atlas: pass --resume to finish it, or choose another --out")
+        if previous is not None and (previous["model"], previous["corpus"]["sha256"]) != (model, digest):
+            raise ModelError(f"{out} holds an atlas of {previous['model']} on another corpus: it cannot be resumed with this one")
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "schema_version": layout.SCHEMA_VERSION, "model": model, "complete": False,
+        "corpus": {"source": corpus, "column": column, "sha256": digest, "probes": source.is_probes},
+        "sample_tokens": sample_tokens, "js_sentences": js_sentences,
+    }
+    layout.write_manifest(out, manifest)
+    try:
+        the_plan = plan(source, out, done_lines(out), sample_tokens, js_sentences, progress)
+    except ModelError:
+        if created:  # nothing worth resuming: leave no half-made atlas behind
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    manifest["corpus"]["records"] = the_plan.records
+    manifest["sampling"] = {"sample_below": the_plan.sample_below, "js_below": the_plan.js_below}
+    layout.write_manifest(out, manifest)
+    if the_plan.pending:
+        started = connect(address)
+        try:
+            run_ray(model, out, the_plan, workers, worker_cpus, rows_per_file, progress)
+        finally:
+            if started:
+                import ray
+
+                ray.shutdown()
+    shutil.rmtree(out / layout.PENDING, ignore_errors=True)
+    return finish(out, manifest)
