@@ -58,6 +58,18 @@ def _load_translation(name: str, folder: Path) -> Backend:
     return TranslationBackend.from_folder(name, folder)
 
 
+def _induction_folder() -> Path:
+    from .induction import shipped_folder
+
+    return shipped_folder()
+
+
+def _load_induction(name: str, folder: Path) -> Backend:
+    from .induction import InductionBackend
+
+    return InductionBackend.from_folder(name, folder)
+
+
 def _captioner_folder() -> Path:
     from .captioner import shipped_folder
 
@@ -91,6 +103,14 @@ MODELS: dict[str, ModelInfo] = {
         "GRU encoder–decoder with Bahdanau (additive) attention, same data as toy-translate",
         _shipped_folder("toy-translate-rnn"),
         _load_translation,
+    ),
+    "induction": ModelInfo(
+        "induction",
+        "decoder-only",
+        "2-layer attention-only decoder trained on repeated random sequences: a previous-token head and an "
+        "induction head (type space-separated letters/digits)",
+        _induction_folder,
+        _load_induction,
     ),
     "show-attend-tell": ModelInfo(
         "show-attend-tell",

@@ -1,0 +1,315 @@
+"""The ``induction`` demo model: a 2-layer attention-only decoder that learns induction heads.
+
+    python -m attention_viz.trained.induction train     [--steps N] [--seed 0] [--out DIR]
+    python -m attention_viz.trained.induction evaluate  [--models-dir DIR]
+
+Data (seeded, synthetic): ``<bos>`` then a segment of random symbols (lowercase letters and
+digits, drawn with replacement), then the same segment again. The first copy cannot be predicted
+(loss ≈ ln 36); the second can, by finding the earlier copy of the current symbol and reading
+what came after it. A two-layer attention-only model does this with two heads in series
+(Elhage et al. 2021, Olsson et al. 2022): a previous-token head in layer 0 writes "my
+predecessor was X" into each position, and an induction head in layer 1 looks for the position
+whose predecessor is the current symbol and copies it.
+
+Inputs are written as space-separated single symbols ("a 7 q a 7"), so a person can type one.
+``train`` writes the model folder (checkpoint.py's format: both vocabularies are the symbols);
+``evaluate`` measures it with the repo's own tools (head detector, head ablation) and writes
+``evaluation.json`` and ``MODEL_CARD.md`` next to the weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..model import Transformer, TransformerConfig
+from . import checkpoint
+from .corpus import Vocab
+from .train import deterministic
+
+NAME = "induction"
+SYMBOLS = tuple("abcdefghijklmnopqrstuvwxyz0123456789")
+MIN_SEGMENT, MAX_SEGMENT = 6, 20
+CONFIG = dict(shape="decoder-only", d_model=64, h=4, d_ff=1, N=2, max_len=64, positional="learned", norm="pre",
+              dropout=0.0, scale_embeddings=False, feed_forward=False)
+STEPS, BATCH, LR, WARMUP = 3000, 32, 1e-3, 200
+INDUCTION_SET = 0.5  # induction score above which a head counts as an induction head
+EVAL_SEED = 10_000  # evaluation sequences come from a seed training never uses
+FOLDER = checkpoint.MODELS_DIR / NAME
+
+
+def vocab() -> Vocab:
+    return Vocab(SYMBOLS)
+
+
+def sequence(rng: random.Random, length: int | None = None) -> list[str]:
+    """One training/evaluation sequence (symbols, without ``<bos>``): a random segment twice."""
+    n = length if length is not None else rng.randint(MIN_SEGMENT, MAX_SEGMENT)
+    segment = [rng.choice(SYMBOLS) for _ in range(n)]
+    return segment + segment
+
+
+def batch(rng: random.Random, size: int, v: Vocab) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(ids (B, T), segment lengths (B,))`` with ``<bos>`` first and right padding."""
+    seqs = [sequence(rng) for _ in range(size)]
+    length = 1 + max(len(s) for s in seqs)
+    ids = torch.full((size, length), Vocab.PAD, dtype=torch.long)
+    for row, s in enumerate(seqs):
+        ids[row, : len(s) + 1] = torch.tensor([Vocab.BOS, *v.encode(s)])
+    return ids, torch.tensor([len(s) // 2 for s in seqs])
+
+
+def build() -> Transformer:
+    model = Transformer(TransformerConfig(vocab_size=len(SYMBOLS) + len(Vocab.SPECIALS), **CONFIG))
+    for p in model.parameters():
+        if p.dim() > 1:
+            nn.init.xavier_uniform_(p)
+    return model
+
+
+def token_losses(model: Transformer, ids: torch.Tensor) -> torch.Tensor:
+    """(B, T-1) loss of predicting ``ids[:, t+1]`` from ``ids[:, :t+1]`` (0 where the target is padding)."""
+    logits = model.logits(model(ids[:, :-1], tgt_padding=ids[:, :-1] != Vocab.PAD))
+    losses = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none", ignore_index=Vocab.PAD)
+    return losses
+
+
+def train(out: Path = FOLDER, steps: int = STEPS, seed: int = 0, log=print) -> dict:
+    with deterministic(seed, threads=1):
+        return _train(out, steps, seed, log)
+
+
+def _train(out: Path, steps: int, seed: int, log) -> dict:
+    v = vocab()
+    model = build()
+    optimizer = torch.optim.Adam(model.parameters(), lr=LR, betas=(0.9, 0.98), eps=1e-9)
+    rng = random.Random(f"induction/train/{seed}")
+    start, cpu_start = time.perf_counter(), time.process_time()
+    recent: list[float] = []
+    for step in range(steps):
+        lr = LR * min(1.0, (step + 1) / WARMUP) * (0.5 * (1 + math.cos(math.pi * min(1.0, step / steps))) * 0.95 + 0.05)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        ids, _ = batch(rng, BATCH, v)
+        model.train()
+        losses = token_losses(model, ids)
+        loss = losses.sum() / (ids[:, 1:] != Vocab.PAD).sum()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        recent = (recent + [loss.item()])[-100:]
+        if (step + 1) % 250 == 0 or step + 1 == steps:
+            log(f"[{NAME}] step {step + 1}/{steps} loss {sum(recent) / len(recent):.4f} lr {lr:.2e} "
+                f"{time.perf_counter() - start:.0f} s")
+    model.eval()
+    record = {
+        "model": NAME,
+        "architecture": "transformer",
+        "command": "python -m attention_viz.trained.induction train" + (f" --steps {steps}" if steps != STEPS else ""),
+        "seed": seed,
+        "data": {"generator": "attention_viz.trained.induction.sequence", "symbols": "".join(SYMBOLS),
+                 "segment_length": [MIN_SEGMENT, MAX_SEGMENT], "layout": "<bos> segment segment"},
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "hyperparameters": {"steps": steps, "batch_size": BATCH, "lr": LR, "warmup": WARMUP,
+                            "optimizer": "Adam(betas=(0.9, 0.98), eps=1e-9)", "schedule": "linear warmup, then cosine decay"},
+        "final_train_loss": round(sum(recent) / len(recent), 4),
+        "training_seconds": round(time.perf_counter() - start, 1),
+        "training_cpu_seconds": round(time.process_time() - cpu_start, 1),
+        "threads": 1,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}",
+    }
+    checkpoint.save(out, "transformer", model, v, v, record)
+    log(f"[{NAME}] wrote {out}")
+    return record
+
+
+# -- evaluation ---------------------------------------------------------------------------------
+
+
+def eval_sequences(n: int = 400, seed: int = EVAL_SEED) -> list[list[str]]:
+    rng = random.Random(f"induction/eval/{seed}")
+    return [sequence(rng) for _ in range(n)]
+
+
+def half_losses(backend, sequences: Sequence[Sequence[str]], ablation=None) -> dict[str, float]:
+    """Mean loss on the first copy (every symbol of it) and on the repeated copy (all but its
+    first symbol, which nothing announces), through the backend, optionally with heads removed."""
+    first, repeated = [], []
+    for s in sequences:
+        n = len(s) // 2
+        _, outputs = backend.forward(" ".join(s), kinds=(), ablation=ablation)
+        nll = -outputs.log_probs  # nll[t]: predicting symbol t (0-indexed, after <bos>)
+        first.extend(nll[:n])
+        repeated.extend(nll[n + 1 :])
+    return {"first_half": float(np.mean(first)), "repeated_half": float(np.mean(repeated))}
+
+
+def evaluate(folder: Path = FOLDER, n: int = 400) -> dict:
+    """Every number of the model card, measured now."""
+    from ..analysis.ablation import Ablation, format_head
+    from ..analysis.detector import detect, top
+    from ..backends.induction import InductionBackend
+    from ..names import DECODER_SELF
+
+    backend = InductionBackend.from_folder(NAME, folder)
+    start = time.perf_counter()
+    sequences = eval_sequences(n)
+    probes = backend.probe_texts(48, seed=EVAL_SEED)
+    scores = detect(backend.run, probes, DECODER_SELF)
+    # the best head of each score over all layers: the detector is not told where to look
+    prev_layer, prev_head, prev_score = top(scores["previous_token"], 1)[0]
+    ind_layer, ind_head, ind_score = top(scores["induction"], 1)[0]
+    plain = half_losses(backend, sequences)
+    heads = backend.model.config.h
+    ablations = {}
+    for layer in range(2):
+        for head in range(heads):
+            ablation = Ablation(((DECODER_SELF, layer, head),))
+            ablations[format_head((DECODER_SELF, layer, head))] = half_losses(backend, sequences, ablation)["repeated_half"]
+    induction_name = format_head((DECODER_SELF, ind_layer, ind_head))
+    others = [loss for name, loss in ablations.items() if name != induction_name]
+    # every head the detector calls an induction head, removed together (they may back each other up)
+    induction_set = tuple((DECODER_SELF, int(l), int(h)) for l, h in zip(*np.nonzero(scores["induction"] > INDUCTION_SET)))
+    set_removed = half_losses(backend, sequences, Ablation(induction_set))["repeated_half"] if induction_set else None
+    return {
+        "sequences": n,
+        "eval_seed": EVAL_SEED,
+        "loss": plain,
+        "uniform_loss": math.log(len(SYMBOLS)),
+        "detector": {
+            "probes": len(probes),
+            "previous_token": [[round(x, 4) for x in row] for row in scores["previous_token"].tolist()],
+            "induction": [[round(x, 4) for x in row] for row in scores["induction"].tolist()],
+            "previous_token_head": {"layer": prev_layer, "head": prev_head, "score": prev_score},
+            "induction_head": {"layer": ind_layer, "head": ind_head, "score": ind_score},
+        },
+        "ablation": {
+            "mode": "zero",
+            "repeated_half_loss_by_head": ablations,
+            "induction_head": induction_name,
+            "induction_head_removed": ablations[induction_name],
+            "other_head_removed_mean": float(np.mean(others)),
+            "other_head_removed_max": float(np.max(others)),
+            "previous_token_head": format_head((DECODER_SELF, prev_layer, prev_head)),
+            "previous_token_head_removed": ablations[format_head((DECODER_SELF, prev_layer, prev_head))],
+            "induction_set": [format_head(h) for h in induction_set],
+            "induction_set_removed": set_removed,
+        },
+        "eval_seconds": round(time.perf_counter() - start, 1),
+    }
+
+
+def model_card(evaluation: dict, training: dict, config: dict) -> str:
+    """Markdown; every number comes from ``evaluation`` (evaluate()) and ``training`` (training.json)."""
+    loss, det, abl = evaluation["loss"], evaluation["detector"], evaluation["ablation"]
+    prev, ind = det["previous_token_head"], det["induction_head"]
+    hyper = training.get("hyperparameters", {})
+
+    def grid(name: str) -> list[str]:
+        rows = det[name]
+        lines = ["| layer | " + " | ".join(f"head {h}" for h in range(len(rows[0]))) + " |",
+                 "|---|" + "---|" * len(rows[0])]
+        lines += [f"| {i} | " + " | ".join(f"{x:.3f}" for x in row) + " |" for i, row in enumerate(rows)]
+        return lines
+
+    lines = [
+        "# Model card: `induction`",
+        "",
+        f"A {config['N']}-layer, {config['h']}-head, attention-only decoder (our Transformer, `feed_forward=False`, "
+        f"d_model {config['d_model']}, learned positions, pre-LN; {training.get('parameters', '?'):,} parameters), "
+        "trained to continue a repeated random sequence. Input: space-separated lowercase letters and digits.",
+        "",
+        "## Training",
+        "",
+        f"`{training.get('command')}` — seed {training.get('seed')}, {hyper.get('steps')} steps of "
+        f"{hyper.get('batch_size')} sequences (`<bos>` + a random segment of {MIN_SEGMENT}–{MAX_SEGMENT} symbols + "
+        f"the same segment again), Adam, peak lr {hyper.get('lr')}, 1 thread: "
+        f"{training.get('training_cpu_seconds')} CPU seconds; final training loss {training.get('final_train_loss')}.",
+        "",
+        f"## Evaluation (`python -m attention_viz.trained.induction evaluate`, {evaluation['sequences']} held-out sequences)",
+        "",
+        "| next-symbol loss (nats) | value |",
+        "|---|---|",
+        f"| first copy (unpredictable; uniform guess = ln 36 = {evaluation['uniform_loss']:.3f}) | {loss['first_half']:.3f} |",
+        f"| repeated copy (all but its first symbol) | {loss['repeated_half']:.3f} |",
+        f"| repeated copy, induction head {abl['induction_head']} removed (zero ablation) | {abl['induction_head_removed']:.3f} |",
+        f"| repeated copy, one other head removed: mean over the other {len(abl['repeated_half_loss_by_head']) - 1} heads | {abl['other_head_removed_mean']:.3f} |",
+        f"| repeated copy, one other head removed: the worst of them | {abl['other_head_removed_max']:.3f} |",
+        f"| repeated copy, previous-token head {abl['previous_token_head']} removed | {abl['previous_token_head_removed']:.3f} |",
+        f"| repeated copy, all {len(abl['induction_set'])} heads with induction score > {INDUCTION_SET} removed "
+        f"({', '.join(abl['induction_set'])}) | {abl['induction_set_removed']:.3f} |",
+        "",
+        "Reading: the heads of layer 1 that do induction back each other up, so removing any one of them costs "
+        "little; removing them all, or the single previous-token head of layer 0 that every one of them reads "
+        "from, brings the repeated copy back towards the unpredictable first copy. Compare the per-head table.",
+        "",
+        f"Head detector (`python -m attention_viz heads --model induction`; {det['probes']} probes, not told where to look): "
+        f"previous-token head **layer {prev['layer']} head {prev['head']}** (score {prev['score']:.3f}), "
+        f"induction head **layer {ind['layer']} head {ind['head']}** (score {ind['score']:.3f}).",
+        "",
+        "Previous-token score (share of attention on the previous symbol):",
+        "",
+        *grid("previous_token"),
+        "",
+        "Induction score (share of attention on the symbol after an earlier copy of the current one):",
+        "",
+        *grid("induction"),
+        "",
+        "Loss on the repeated copy with one head removed (zero ablation), per head:",
+        "",
+        "| head | loss |",
+        "|---|---|",
+        *[f"| {name} | {value:.3f} |" for name, value in abl["repeated_half_loss_by_head"].items()],
+        "",
+        "Limits: the data are uniform random symbols, so the model knows nothing of language; a sequence longer "
+        f"than {config['max_len'] - 1} symbols is cut.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_card(folder: Path = FOLDER, n: int = 400) -> dict:
+    evaluation = evaluate(folder, n)
+    training = json.loads((folder / "training.json").read_text(encoding="utf-8"))
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))["config"]
+    (folder / "evaluation.json").write_text(json.dumps(evaluation, indent=2) + "\n", encoding="utf-8")
+    (folder / "MODEL_CARD.md").write_text(model_card(evaluation, training, config), encoding="utf-8")
+    return evaluation
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m attention_viz.trained.induction", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    t = commands.add_parser("train")
+    t.add_argument("--steps", type=int, default=STEPS)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--out", type=Path, default=FOLDER)
+    e = commands.add_parser("evaluate")
+    e.add_argument("--models-dir", type=Path, default=FOLDER)
+    e.add_argument("--sequences", type=int, default=400)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    if args.command == "train":
+        train(args.out, args.steps, args.seed, log=lambda m: print(m, flush=True))
+    else:
+        evaluation = write_card(args.models_dir, args.sequences)
+        print(json.dumps({k: evaluation[k] for k in ("loss", "detector", "ablation")}, indent=2)[:3000])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
