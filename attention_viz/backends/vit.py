@@ -95,11 +95,13 @@ class ViTBackend(Backend):
         self.max_tokens = len(self.tokens)
         self.classifies = CLASSIFIER in (config.architectures or ())
         # The pooler is unused by attention and absent from classifier checkpoints: not built.
-        model_class, extra = (ViTForImageClassification, {}) if self.classifies else (ViTModel, {"add_pooling_layer": False})
+        model_class = ViTForImageClassification if self.classifies else ViTModel
+        extra = {} if self.classifies else {"add_pooling_layer": False}
         self.model = self._load("model", model_class, folder, attn_implementation="eager", use_safetensors=True,
                                 dtype=torch.float32, **extra).eval()
         self.id2label = dict(config.id2label or {})
-        self.processor = self._load("image processor", AutoImageProcessor, folder) if (folder / PROCESSOR_FILE).is_file() else None
+        has_processor = (folder / PROCESSOR_FILE).is_file()
+        self.processor = self._load("image processor", AutoImageProcessor, folder) if has_processor else None
 
     def _load(self, what: str, loader: type, folder: Path, **kwargs):
         try:
@@ -143,7 +145,9 @@ class ViTBackend(Backend):
         seed = self._parse_scene(text)
         return self.run_image(self.scene_image(seed), kinds, meta={"seed": seed})
 
-    def run_image(self, image: np.ndarray, kinds: Collection[str] | None = KINDS, meta: dict | None = None) -> AttentionResult:
+    def run_image(
+        self, image: np.ndarray, kinds: Collection[str] | None = KINDS, meta: dict | None = None
+    ) -> AttentionResult:
         """One forward on ``image`` ((S, S, 3) uint8, S = ``image_size``) with every layer's attention."""
         refused = sorted(set(kinds or ()) - set(KINDS))
         if refused:
