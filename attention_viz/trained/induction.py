@@ -253,10 +253,7 @@ def model_card(evaluation: dict, training: dict, config: dict) -> str:
         f"| repeated copy, all {len(abl['induction_set'])} heads with induction score > {INDUCTION_SET} removed "
         f"({', '.join(abl['induction_set'])}) | {abl['induction_set_removed']:.3f} |",
         "",
-        "Reading: the heads of layer 1 that do induction back each other up, so removing any one of them costs "
-        "little; removing them all, or the single previous-token head of layer 0 that every one of them reads "
-        "from, brings the repeated copy back towards the unpredictable first copy. Compare the per-head table.",
-        "",
+        *_reading(abl),
         f"Head detector (`python -m attention_viz heads --model induction`; {det['probes']} probes, not told where to look): "
         f"previous-token head **layer {prev['layer']} head {prev['head']}** (score {prev['score']:.3f}), "
         f"induction head **layer {ind['layer']} head {ind['head']}** (score {ind['score']:.3f}).",
@@ -280,6 +277,19 @@ def model_card(evaluation: dict, training: dict, config: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _reading(abl: dict) -> list[str]:
+    """The plain-language reading of the ablation rows, only where the numbers bear it out."""
+    single, together = abl["induction_head_removed"], abl["induction_set_removed"]
+    if len(abl["induction_set"]) < 2 or together is None or not (together > single and abl["previous_token_head_removed"] > single):
+        return []
+    return [
+        "Reading: the heads of layer 1 that do induction back each other up, so removing any one of them costs "
+        "little; removing them all, or the previous-token head of layer 0 that they read from, brings the "
+        "repeated copy back towards the unpredictable first copy. Compare the per-head table.",
+        "",
+    ]
 
 
 def write_card(folder: Path = FOLDER, n: int = 400) -> dict:
