@@ -15,7 +15,7 @@ from .backends.base import Backend, Outputs
 from .backends.registry import DEFAULT_MODEL, load_backend
 from .errors import ModelError
 from .head_effects import make_ablation
-from .names import CROSS, DECODER_SELF, ENCODER_SELF, Group
+from .names import CROSS, DECODER_SELF, ENCODER_SELF, Group, parse_hook_name
 from .result import AttentionResult
 
 ATTENTIONS = {"encoder": ENCODER_SELF, "decoder": DECODER_SELF}
@@ -59,7 +59,7 @@ def run(backend: Backend, args: argparse.Namespace) -> AttentionResult:
         result = backend.run(args.text, target=args.target, kinds=kinds)
     if args.value_norms:
         norms = value_norm_arrays(result, backend.output_projection)
-        for name in [n for n in result.arrays if n.rsplit(".", 1)[-1] not in asked]:
+        for name in [n for n in result.arrays if parse_hook_name(n)[2] not in asked]:
             del result.arrays[name]  # values captured only to compute the norms
         result.arrays.update(norms)
     return result
