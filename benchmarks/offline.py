@@ -3,8 +3,9 @@ tokens, opened from disk in headless Chromium (Debian's, driven by Playwright as
 does) with every non-file request aborted:
 
 * file size, and how long writing it takes;
-* first heatmap: seconds from navigation to the first heatmap drawn (wall clock), beside a page
-  holding plotly.js alone (what any offline Plotly file pays before it can draw);
+* first heatmap: seconds from navigation to the first heatmap drawn (wall clock, and the renderer's
+  CPU seconds, which other load on a shared machine does not inflate as much), beside a page holding
+  plotly.js alone (what any offline Plotly file pays before it can draw);
 * head switch: a new head chosen in the page → redrawn and painted (measured inside the page:
   change event → draw done → two animation frames); layer switch likewise (it inflates a layer).
 
@@ -51,15 +52,21 @@ def _offline_page(browser):
     return page
 
 
-def first_draw(browser, path: Path, wait_for: str) -> float:
-    """Seconds from navigation to ``wait_for`` appearing (a fresh page each time)."""
+def renderer_cpu(cdp) -> float:
+    """CPU seconds used so far by Chromium's renderer processes (on a busy shared machine wall time
+    mostly measures the other processes; CPU time does not)."""
+    return sum(p["cpuTime"] for p in cdp.send("SystemInfo.getProcessInfo")["processInfo"] if p["type"] == "renderer")
+
+
+def first_draw(browser, cdp, path: Path, wait_for: str) -> tuple[float, float]:
+    """(wall seconds, renderer CPU seconds) from navigation to ``wait_for`` appearing, on a fresh page."""
     page = _offline_page(browser)
-    start = time.perf_counter()
+    cpu, start = renderer_cpu(cdp), time.perf_counter()
     page.goto(path.as_uri(), wait_until="commit")
     page.wait_for_selector(wait_for, timeout=120_000, state="attached")
-    elapsed = time.perf_counter() - start
+    elapsed, used = time.perf_counter() - start, renderer_cpu(cdp) - cpu
     page.close()
-    return elapsed
+    return elapsed, used
 
 
 def switches(browser, path: Path, n: int) -> tuple[list[float], list[float]]:
@@ -85,24 +92,31 @@ def main() -> None:
     plotly_only.write_text(page_html("plotly.js alone", "<div id=\"done\"></div>"), encoding="utf-8")
     rows = []
     with chromium() as browser:
-        baseline = statistics.median(first_draw(browser, plotly_only, "#done") for _ in range(args.loads))
+        cdp = browser.new_browser_cdp_session()
+        baseline = [first_draw(browser, cdp, plotly_only, "#done") for _ in range(args.loads)]
         for n in args.lengths:
             result = backend.run(text_of_tokens(backend, n))
             start = time.perf_counter()
             path = av.export(result, folder / f"heads-{n}.html")
             written = time.perf_counter() - start
-            loads = [first_draw(browser, path, "#chart .heatmaplayer image") for _ in range(args.loads)]
+            loads = [first_draw(browser, cdp, path, "#chart .heatmaplayer image") for _ in range(args.loads)]
             heads, layers = switches(browser, path, args.switches)
-            rows.append((n, path.stat().st_size / 1e6, written, statistics.median(loads), max(loads),
+            rows.append((n, path.stat().st_size / 1e6, written, _median(loads, 0), _median(loads, 1),
                          statistics.median(heads), max(heads), statistics.median(layers), max(layers)))
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"minilm (6 layers × 12 heads), headless Chromium, network blocked; plotly.js alone: {baseline:.2f} s to run; "
-          f"load average {load} on {os.cpu_count()} CPUs")
-    print(f"{'tokens':>6} {'file MB':>8} {'write s':>8} {'first heatmap s (median/max)':>29} "
+    print(f"minilm (6 layers × 12 heads), headless Chromium, network blocked; load average {load} on "
+          f"{os.cpu_count()} CPUs; medians of {args.loads} page loads")
+    print(f"plotly.js alone (any offline Plotly page pays this): {_median(baseline, 0):.2f} s, "
+          f"renderer CPU {_median(baseline, 1):.2f} s")
+    print(f"{'tokens':>6} {'file MB':>8} {'write s':>8} {'first heatmap s':>16} {'(renderer CPU s)':>17} "
           f"{'head switch ms (median/max)':>28} {'layer switch ms (median/max)':>29} {'bertviz MB':>11}")
-    for n, size, written, load, load_max, head, head_max, layer, layer_max in rows:
-        print(f"{n:>6} {size:>8.1f} {written:>8.2f} {load:>20.2f} / {load_max:<6.2f} {head:>19.0f} / {head_max:<6.0f} "
+    for n, size, written, load_s, load_cpu, head, head_max, layer, layer_max in rows:
+        print(f"{n:>6} {size:>8.1f} {written:>8.2f} {load_s:>16.2f} {load_cpu:>17.2f} {head:>19.0f} / {head_max:<6.0f} "
               f"{layer:>20.0f} / {layer_max:<6.0f} {BERTVIZ_MB.get(n, '—')!s:>11}")
+
+
+def _median(pairs: list[tuple[float, float]], index: int) -> float:
+    return statistics.median(pair[index] for pair in pairs)
 
 
 if __name__ == "__main__":
