@@ -205,3 +205,37 @@ def test_killed_build_resumes_to_the_same_atlas(ray_address, reference, tmp_path
     columns = ["line", "entropy", "previous", "rel_pred", "q_0"]
     rows = [pq.read_table(folder / layout.SHARDS, columns=columns).sort_by("line") for folder in (out, reference)]
     assert rows[0].equals(rows[1])
+
+
+def _page(folder: str) -> None:
+    import streamlit as st
+
+    from attention_viz.ui import cache
+    from attention_viz.ui.state import seed_from_url
+    from attention_viz.ui.views import atlas
+
+    seed_from_url()  # as app.py does before any page
+    if "atlas_dir" not in st.session_state:
+        st.session_state["atlas_dir"] = folder
+    atlas.render(cache.run("minilm", "The animal didn't cross the street because it was too tired."))
+
+
+def test_atlas_page(reference, tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_page, args=(str(reference),), default_timeout=180).run()
+    assert not at.exception, at.exception
+    specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    kinds = [trace["type"] for spec in specs for trace in spec["data"]]
+    assert kinds.count("heatmap") >= 4 and "histogram" in kinds  # grid, 3 top sentences; this sentence vs corpus
+    assert len(at.dataframe) == 1 and len(at.dataframe[0].value) == 8  # similar contexts
+    for _ in range(20):  # PCA runs off the page's thread; the fragment shows it once ready
+        if "scattergl" in kinds:
+            break
+        time.sleep(1)
+        at.run()
+        kinds = [t["type"] for chart in at.get("plotly_chart") for t in json.loads(chart.proto.spec)["data"]]
+    assert kinds.count("scattergl") == 2  # queries and keys
+    # no atlas yet: the page offers to build one and shows no traceback
+    empty = AppTest.from_function(_page, args=(str(tmp_path / "none"),), default_timeout=60).run()
+    assert not empty.exception and [b.label for b in empty.button] == ["Build the probes atlas of minilm"]

@@ -1,0 +1,71 @@
+"""Atlas builds started from the app: a separate ``atlas build`` process (Ray never starts inside
+the web server), its progress read from the shards it has written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from . import layout
+
+
+@dataclass(frozen=True)
+class BuildStatus:
+    state: str  # "absent" | "running" | "done" | "failed"
+    done: int = 0  # corpus records in the shards so far
+    total: int = 0  # records in the corpus (0 until the build has read it)
+    message: str = ""
+
+
+def records_done(out: Path) -> int:
+    rows = 0
+    for path in layout.shard_files(out):
+        try:
+            rows += pq.read_metadata(path).num_rows
+        except (OSError, ValueError):  # the shard being written
+            pass
+    return rows
+
+
+class BuildJobs:
+    def __init__(self) -> None:
+        self._jobs: dict[str, tuple[subprocess.Popen, Path]] = {}
+        self._lock = threading.Lock()
+
+    def start(self, model: str, corpus: str, out: str | Path) -> None:
+        out = Path(out)
+        with self._lock:
+            job = self._jobs.get(str(out))
+            if job is not None and job[0].poll() is None:
+                return
+            resume = ["--resume"] if layout.read_manifest(out) is not None else []
+            out.parent.mkdir(parents=True, exist_ok=True)
+            log = out.parent / f"{out.name}.log"
+            command = [sys.executable, "-m", "attention_viz", "atlas", "build", "--model", model, "--corpus", corpus,
+                       "--out", str(out), "--no-progress", *resume]
+            with open(log, "w", encoding="utf-8") as stderr:
+                process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr,
+                                           env={**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")})
+            self._jobs[str(out)] = (process, log)
+
+    def status(self, out: str | Path) -> BuildStatus:
+        out = Path(out)
+        manifest = layout.read_manifest(out)
+        total = int((manifest or {}).get("corpus", {}).get("records", 0))
+        with self._lock:
+            job = self._jobs.get(str(out))
+        if manifest is not None and manifest.get("complete"):
+            return BuildStatus("done", total, total)
+        if job is None:
+            return BuildStatus("absent", records_done(out), total)
+        process, log = job
+        if process.poll() is None:
+            return BuildStatus("running", records_done(out), total)
+        lines = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.startswith("error:")]
+        return BuildStatus("failed", records_done(out), total, lines[-1] if lines else f"exit code {process.returncode}")

@@ -1,0 +1,156 @@
+"""Head atlas: what every head does across a corpus (built by ``atlas build`` on Ray), beside the
+current sentence. Layout only: every number comes from attention_viz.atlas, every figure from
+attention_viz.figures.atlas."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import streamlit as st
+
+from ...atlas.embedding import METHODS, EmbeddingJobs
+from ...atlas.jobs import BuildJobs
+from ...atlas.stats import STATS
+from ...atlas.store import Atlas
+from ...atlas.views import grid_of, head_map, measures, sentence_against_corpus, similar_contexts
+from ...errors import ModelError
+from ...figures.atlas import head_grid, head_map_figure, placement_figure, qk_scatter
+from ...figures.heatmap import attention_heatmap
+from ...result import AttentionResult
+from .. import cache, plain
+from ..widgets import choice, integer, text
+
+ATLAS_ROOT_ENV = "ATTENTION_VIZ_ATLAS_ROOT"  # where the app keeps the probes atlases it builds
+CHART = {"displaylogo": False}
+
+
+@st.cache_resource
+def _builds() -> BuildJobs:
+    return BuildJobs()
+
+
+@st.cache_resource
+def _embeddings() -> EmbeddingJobs:
+    return EmbeddingJobs()
+
+
+@st.cache_data(max_entries=16, show_spinner="Placing the heads…")
+def _head_map(folder: str, built: str):
+    return head_map(Atlas.open(folder).js_matrix())
+
+
+def _default_folder(model: str) -> Path:
+    root = Path(os.environ.get(ATLAS_ROOT_ENV, Path.home() / ".cache" / "attention-viz" / "atlas"))
+    return root / f"{model.replace('/', '_').replace(':', '_')}-probes"
+
+
+def _build_panel(model: str, folder: Path) -> None:
+    status = _builds().status(folder)
+    if status.state == "running":
+        st.progress(status.done / status.total if status.total else 0.0,
+                    text=f"Building the probes atlas: {status.done} of {status.total or '?'} sentences")
+        st.button("Refresh", key="atlas_refresh")
+        return
+    if status.state == "failed":
+        plain.error(f"The build stopped: {status.message}")
+    label = "Resume the build" if status.done else f"Build the probes atlas of {model}"
+    if st.button(label, key="atlas_build"):
+        _builds().start(model, "probes", folder)
+        st.rerun()
+
+
+def render(result: AttentionResult) -> None:
+    model = result.model
+    folder = Path(text("Atlas directory", key="atlas_dir", default=str(_default_folder(model)), max_chars=500))
+    try:
+        atlas = Atlas.open(folder)
+    except ModelError:
+        atlas = None
+    if atlas is None or not atlas.complete:
+        plain.info(f"No finished atlas in {folder}. Build one here (probes, ~1 min per 1,000 sentences on 2 cores) "
+                   "or with `python -m attention_viz atlas build`.")
+        _build_panel(model, folder)
+        return
+    summary = atlas.summary()
+    plain.caption(f"{atlas.manifest['model']} on {atlas.manifest['corpus']['source']}: {summary['sentences']} sentences, "
+                  f"{len(summary['skipped'])} skipped, {summary['tokens']} tokens")
+
+    measure = choice("Statistic or relation", measures(atlas), "atlas_measure")
+    layer = integer("Layer", 0, atlas.layers - 1, "atlas_layer", 0)
+    head = integer("Head", 0, atlas.heads - 1, "atlas_head", 0)
+    st.plotly_chart(head_grid(grid_of(atlas, measure), f"{measure} per head", (layer, head)), key="atlas_grid",
+                    config=CHART)
+    relation = summary.get("relations", {}).get(measure)
+    if relation is not None:
+        best, baseline = relation["best"], relation["baseline"]
+        plain.caption(f"best head {best['layer']}.{best['head']}: {best['accuracy']:.2f}; "
+                      f"fixed offset {baseline['offset']:+d}: {baseline['accuracy']:.2f} ({relation['count']} instances)")
+
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Where this head stands among the heads")
+        st.plotly_chart(head_map_figure(_head_map(str(folder), str(atlas.manifest.get("counts"))), atlas.heads,
+                                        (layer, head)), key="atlas_map", config=CHART)
+    with right:
+        stat = measure if measure in STATS else "entropy"
+        st.subheader(f"This sentence against the corpus ({stat})")
+        if atlas.manifest["model"] == model:
+            placement = sentence_against_corpus(result, atlas, stat, layer, head)
+            st.plotly_chart(placement_figure(placement.corpus, placement.value,
+                                             f"layer {layer}, head {head}: {placement.value:.3f}, "
+                                             f"above {placement.percentile:.0f}% of corpus sentences"),
+                            key="atlas_placement", config=CHART)
+        else:
+            plain.info(f"The atlas is of {atlas.manifest['model']}; the sentence runs in {model}.")
+
+    st.subheader(f"Sentences where layer {layer}, head {head} has the highest {stat}")
+    for i, row in enumerate(atlas.top_sentences(stat, layer, head, k=3)):
+        top = cache.run(atlas.manifest["model"], row["text"])
+        figure = attention_heatmap(top.pattern(top.attentions()[0], layer, head), list(top.tokens.labels),
+                                   title=f"line {row['line']} ({stat} {row['value']:.3f})")
+        st.plotly_chart(figure, key=f"atlas_top_{i}", config=CHART)
+
+    st.subheader("Queries and keys of this head (AttentionViz)")
+    method = choice("Projection", list(METHODS), "atlas_method", widget="radio", horizontal=True)
+    color_by = choice("Colour", ["position", "kind"], "atlas_color", widget="radio", horizontal=True)
+    _qk_view(folder, layer, head, method, color_by)
+
+    st.subheader("Similar contexts (exBERT)")
+    if atlas.manifest["model"] != model or not atlas.manifest.get("d_model"):
+        plain.info("Similar contexts need an atlas of the current model with layer outputs.")
+        return
+    labels = list(result.tokens.labels)
+    position = choice("Token of this sentence", list(range(len(labels))), "atlas_token",
+                      format_func=lambda i: f"{i}: {labels[i]}")
+    context_layer = integer("Representation after layer", 0, atlas.layers - 1, "atlas_context_layer", atlas.layers - 1)
+    _, states = cache.backend(model).layer_states(result.tokens.text)
+    rows = similar_contexts(folder, context_layer, states[context_layer][position], k=8)
+    st.dataframe([{"similarity": round(c.similarity, 3), "token": c.token, "line": c.line,
+                   "sentence": c.text} for c in rows], key="atlas_contexts", hide_index=True)
+
+
+@st.fragment(run_every=3)
+def _qk_view(folder: Path, layer: int, head: int, method: str, color_by: str) -> None:
+    """PCA at once; UMAP and t-SNE in the background, this fragment polling their status."""
+    jobs = _embeddings()
+    if method == "pca":
+        state, embedding = jobs.status(folder, layer, head, method)
+        if state != "ready":
+            jobs.submit(folder, layer, head, method)
+            state, embedding = "running", None
+    else:
+        state, embedding = jobs.status(folder, layer, head, method)
+        if state == "absent" and st.button(f"Compute {method.upper()} for layer {layer}, head {head}",
+                                           key="atlas_embed"):
+            jobs.submit(folder, layer, head, method)
+            state = "queued"
+    if state in ("running", "queued"):
+        plain.info(f"{method.upper()} for layer {layer}, head {head}: {state} (the first UMAP fit compiles for "
+                   "about a minute); this view updates by itself.")
+    elif state == "failed":
+        plain.error(f"{method.upper()} failed: {embedding}")
+    elif state == "ready":
+        st.plotly_chart(qk_scatter(embedding.xy, embedding.label, embedding.line, embedding.position, embedding.kind,
+                                   color_by, f"layer {layer}, head {head}: {embedding.n} queries and keys ({method})"),
+                        key="atlas_qk", config=CHART)
