@@ -197,3 +197,40 @@ def test_offset_baseline():
     assert offset_baseline({1: 6, -2: 3, 0: 10}, 10) == (1, 0.6)
     assert offset_baseline({}, 0) == (0, 0.0)
 
+
+
+# -- joint query–key view -------------------------------------------------------------------------
+
+
+def test_key_translation_and_norm_scaling_keep_every_attention_pattern():
+    from attention_viz.atlas.embedding import align_queries_and_keys
+
+    rng = np.random.default_rng(0)
+    q, k = rng.normal(size=(40, 16)), rng.normal(loc=2.0, scale=3.0, size=(30, 16))
+    q2, k2 = align_queries_and_keys(q, k)
+
+    def softmax(x):
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    assert np.allclose(softmax(q @ k.T), softmax(q2 @ k2.T))
+    assert np.linalg.norm(q2, axis=1).mean() == pytest.approx(np.linalg.norm(k2, axis=1).mean(), rel=1e-9)
+
+
+def test_qk_scatter_is_webgl_and_compact_at_50k_points():
+    from attention_viz.figures.atlas import qk_scatter
+
+    n = 25_000
+    rng = np.random.default_rng(1)
+    figure = qk_scatter(rng.normal(size=(2 * n, 2)).astype(np.float32), ["tok"] * n, np.arange(n) // 10,
+                        np.arange(n) % 10, np.zeros(n, np.int8))
+    assert [trace.type for trace in figure.data] == ["scattergl", "scattergl"]
+    assert sum(len(trace.x) for trace in figure.data) == 2 * n
+    assert len(figure.to_json()) < 4_000_000  # coordinates travel as binary arrays, not decimal text
+
+
+def test_head_grid_outlines_the_chosen_head():
+    from attention_viz.figures.atlas import head_grid
+
+    figure = head_grid(np.arange(12.0).reshape(3, 4), "x", (2, 1))
+    assert figure.data[0].type == "heatmap" and figure.layout.shapes[0].x0 == 0.5 and figure.layout.shapes[0].y0 == 1.5
