@@ -173,7 +173,7 @@ async def concurrent(url: str, pid: int, work: list[tuple[str, list[str]]], step
         "p95_s": round(float(np.percentile(times, 95)), 3) if times else None,
         "errors": errors,
         "rss_mb": round(peak[0], 1),
-        # not in the JSON line: the server's CPU per heatmap, which a busy machine does not inflate
+        # not in the JSON line: the server's CPU per heatmap, far less inflated by a busy machine than wall time
         "cpu_s_per_step": round((cpu_s(pid) - cpu_before) / max(len(times), 1), 3),
     }
 
