@@ -4,6 +4,7 @@ other models."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,8 +16,8 @@ import torch
 
 from attention_viz.errors import ModelError
 from attention_viz.backends.registry import MODELS, availability, load_backend
-from attention_viz.trained import checkpoint
-from attention_viz.trained.decoding import translate
+from attention_viz.trained import checkpoint, report
+from attention_viz.trained.decoding import greedy, translate
 from attention_viz.trained.evaluate import MODEL_NAMES, alignment_accuracy, exact_match, held_out_pairs
 from attention_viz.hooks import capture
 
@@ -51,6 +52,12 @@ def test_shipped_models_are_registered_available_and_small():
         assert checkpoint.missing_files(folder) == []
         assert (folder / "model.safetensors").stat().st_size <= 10_000_000
     assert (checkpoint.MODELS_DIR / "MODEL_CARD.md").is_file()
+
+
+def test_model_card_is_what_the_evaluation_scores_say():
+    # The card is generated from scores.json (the evaluation's output): no number typed by hand.
+    result = json.loads((checkpoint.MODELS_DIR / "scores.json").read_text(encoding="utf-8"))
+    assert report.model_card(result) == (checkpoint.MODELS_DIR / "MODEL_CARD.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(
@@ -109,7 +116,7 @@ def test_greedy_result_shapes_and_labels(transformer):
 def test_every_greedy_step_is_captured_and_causal(transformer):
     tokens, _ = transformer.tokenize(SENTENCE)
     with torch.inference_mode(), capture() as recorded:
-        transformer.model.greedy_decode(torch.tensor([[1]]), 40, 2, torch.tensor([tokens.ids]))
+        greedy(transformer.model, torch.tensor([tokens.ids]), None, transformer.max_tokens)
     for layer in range(3):
         for attn in ("self_attn", "cross_attn"):
             steps = recorded.steps(f"decoder.layers.{layer}.{attn}.pattern")

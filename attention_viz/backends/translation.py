@@ -31,22 +31,22 @@ from pathlib import Path
 import torch
 
 from ..trained import checkpoint
+from ..trained.decoding import greedy
 from ..trained.corpus import Vocab, generate
 from ..trained.rnn import RNNSeq2Seq
-from ..hooks import KINDS, capture
-from ..masking import PaddedBatch, padded_batch
+from ..hooks import capture
 from ..analysis.ablation import Ablation
 from ..analysis.probes import sequence_probes
 from ..model import Transformer
 from ..names import Group
 from .ours import ablation_context, output_projection
+from ..masking import PaddedBatch, padded_batch
 from ..result import AttentionResult
 from ..tokens import Tokens, from_words
 from ..errors import ModelError
 from .base import Backend, Outputs
 
 _PUNCTUATION = re.compile(r"^(.*?)([.,;:!?]*)$")
-RNN_KINDS = ("scores", "pattern")
 END = "."  # every corpus sentence ends with it
 
 
@@ -62,7 +62,11 @@ def split_words(text: str) -> list[str]:
 
 
 class TranslationBackend(Backend):
-    """An encoder–decoder demo model loaded from its folder (see :mod:`attention_viz.trained.checkpoint`)."""
+    """An encoder–decoder demo model loaded from its folder (see :mod:`attention_viz.trained.checkpoint`).
+
+    The Transformer and the GRUs share one decoding interface (:class:`attention_viz.trained.decoding.Seq2Seq`):
+    nothing here asks which one it is.
+    """
 
     shape = "encoder-decoder"
 
@@ -72,7 +76,7 @@ class TranslationBackend(Backend):
         self.model = trained.model.eval()
         self.src_vocab, self.tgt_vocab = trained.src_vocab, trained.tgt_vocab
         self.max_tokens = trained.max_len
-        self.kinds = RNN_KINDS if isinstance(self.model, RNNSeq2Seq) else KINDS
+        self.kinds = self.model.kinds
         self.can_batch_with_padding = not isinstance(self.model, RNNSeq2Seq)
         if not trained.has_attention:
             raise ModelError(f"{name} has no attention to show")
@@ -170,9 +174,8 @@ class TranslationBackend(Backend):
     def _greedy(
         self, tokens: Tokens, src: torch.Tensor, kinds: tuple[str, ...], meta: dict
     ) -> tuple[AttentionResult, Outputs]:
-        prefix = torch.tensor([[Vocab.BOS]])
         with torch.inference_mode(), capture(kinds=kinds) as recorded:
-            ys = self.model.greedy_decode(prefix, self.max_tokens - 1, Vocab.EOS, src)
+            ys = greedy(self.model, src, None, self.max_tokens)
         outputs = self._outputs(src, ys)
         generated = ys[0, 1:].tolist()
         # The last captured step read ys[:-1] and predicted ys[-1] (normally <eos>).
@@ -196,20 +199,13 @@ class TranslationBackend(Backend):
         ids = self.tgt_vocab.encode(words)
         tgt = torch.tensor([[Vocab.BOS, *ids]])
         with torch.inference_mode(), capture(kinds=kinds) as recorded:
-            if isinstance(self.model, RNNSeq2Seq):
-                logits = self.model(src, tgt)
-            else:
-                logits = self.model.logits(self.model(src, tgt))
+            logits = self.model.teacher_forced(src, tgt)
         meta["predicted"] = self.tgt_vocab.decode(logits[0].argmax(-1).tolist(), strip=False)
         meta["target"] = " ".join(words)
         meta["flow"] = "teacher forcing (training)"
         outputs = self._outputs(src, torch.tensor([[Vocab.BOS, *ids, Vocab.EOS]]))
         result = AttentionResult.from_recorder(self.name, tokens, recorded, self._decoder_tokens(ids, words), meta)
         return result, outputs
-
-
-def load(name: str, folder: Path) -> TranslationBackend:
-    return TranslationBackend.from_folder(name, folder)
 
 
 def shipped_folder(name: str) -> Path:

@@ -22,9 +22,10 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from ..model import Transformer, TransformerConfig
+from ..model import TransformerConfig
 from .corpus import Vocab
 from .rnn import RNNConfig, RNNSeq2Seq
+from .transformer import TranslationTransformer
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"  # the shipped models
 ARCHITECTURES = ("transformer", "rnn")
@@ -52,7 +53,7 @@ class TrainedModel:
 
 def build_model(architecture: str, config: dict) -> nn.Module:
     if architecture == "transformer":
-        return Transformer(TransformerConfig(**config))
+        return TranslationTransformer(TransformerConfig(**config))
     if architecture == "rnn":
         return RNNSeq2Seq(RNNConfig(**config))
     raise ValueError(f"unknown architecture {architecture!r}; expected one of {ARCHITECTURES}")
@@ -90,12 +91,9 @@ def load(folder: str | Path) -> TrainedModel:
         raise ValueError(f"cannot read the model in {folder}: {error}") from error
     model.load_state_dict(state, strict=True)
     config = model.config
-    if (config.vocab_size, _tgt_vocab_size(config)) != (len(src_vocab), len(tgt_vocab)):
+    if (config.vocab_size, config.decoder_vocab_size) != (len(src_vocab), len(tgt_vocab)):
         raise ValueError(f"{folder}: the vocabularies do not match the model's config")
     training_path = folder / "training.json"
     training = json.loads(training_path.read_text(encoding="utf-8")) if training_path.is_file() else {}
     return TrainedModel(spec["architecture"], model.eval(), src_vocab, tgt_vocab, training)
 
-
-def _tgt_vocab_size(config: TransformerConfig | RNNConfig) -> int:
-    return config.decoder_vocab_size if isinstance(config, TransformerConfig) else config.tgt_vocab_size

@@ -2,23 +2,23 @@
 of seed 004 over many sentences at once (training, evaluation, tests).
 
 * teacher forcing (training flow): the decoder reads ``<bos> y_1 .. y_n`` in one pass and predicts
-  ``y_1 .. y_n <eos>``: :func:`teacher_forced_logits`, :func:`cross_attention`;
+  ``y_1 .. y_n <eos>``: ``model.teacher_forced``, :func:`cross_attention`;
 * greedy decoding (inference flow): the decoder reads only what it generated so far:
-  :func:`greedy`, :func:`translate`.
+  :func:`greedy` (also the backend's, one sentence with captured attention), :func:`translate`.
 
-The single-sentence runs with captured attention are in :mod:`attention_viz.backends.translation`; the
-tests check both give the same translations.
+Both models implement :class:`Seq2Seq`; nothing here branches on which one it is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 from ..hooks import capture
-from ..model import Transformer
+from ..names import CROSS, parse_hook_name
 from .checkpoint import TrainedModel
 from .corpus import Vocab
 
@@ -39,39 +39,50 @@ def decoder_io(targets: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Te
     return tgt_in, tgt_out, tgt_padding
 
 
-def teacher_forced_logits(
-    model: torch.nn.Module,
-    src: torch.Tensor,
-    src_padding: torch.Tensor,
-    tgt_in: torch.Tensor,
-    tgt_padding: torch.Tensor,
-) -> torch.Tensor:
-    """(B, T, target vocab) next-word logits for every decoder input position."""
-    if isinstance(model, Transformer):
-        return model.logits(model(src, tgt_in, src_padding, tgt_padding))
-    return model(src, tgt_in, src_padding, tgt_padding)
+class Seq2Seq(Protocol):
+    """The decoding interface both translation models have (:class:`TranslationTransformer`,
+    :class:`RNNSeq2Seq`): nothing here or in the backend asks which one it is."""
+
+    kinds: tuple[str, ...]  # the hook kinds its attention can capture
+
+    def start(self, src: torch.Tensor, src_padding: torch.Tensor | None = None) -> Any:
+        """Encode the source; returns the decoding state."""
+
+    def step(self, state: Any, ys: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        """Next-word logits (B, V) after the decoder inputs ``ys`` (B, t), and the new state."""
+
+    def teacher_forced(
+        self, src: torch.Tensor, tgt: torch.Tensor, src_padding: torch.Tensor | None = None,
+        tgt_padding: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """(B, T, V) next-word logits for every decoder input position."""
 
 
 @torch.no_grad()
-def greedy(model: torch.nn.Module, src: torch.Tensor, src_padding: torch.Tensor, max_len: int) -> list[list[int]]:
-    """Greedy translations of a padded batch: per sentence the generated ids, cut before ``<eos>``.
+def greedy(
+    model: Seq2Seq, src: torch.Tensor, src_padding: torch.Tensor | None, max_len: int, eos_id: int = Vocab.EOS
+) -> torch.Tensor:
+    """The inference flow: feed back the most likely word, one step at a time.
 
-    ``max_len`` bounds the decoder input (``<bos>`` included), as the models' own greedy_decode.
+    Returns the decoder inputs and outputs ``<bos> y_1 .. y_n`` (B, ≤ max_len). Stops when every
+    row has produced ``eos_id`` (rows that finished early keep producing words, to be cut at their
+    first ``eos_id``) or when the decoder input reaches ``max_len`` (``<bos>`` included).
     """
-    prefix = torch.full((src.size(0), 1), Vocab.BOS, dtype=torch.long)
-    if isinstance(model, Transformer):
-        memory = model.encode(src, src_padding)
-        ys = prefix
-        done = torch.zeros(src.size(0), dtype=torch.bool)
-        while ys.size(1) < max_len:
-            hidden = model.decode(ys, memory, src_padding)  # the whole prefix again: (B, t, d_model)
-            next_id = model.logits(hidden[:, -1]).argmax(-1, keepdim=True)  # (B, 1)
-            ys = torch.cat([ys, next_id], dim=1)
-            done |= next_id.squeeze(1) == Vocab.EOS
-            if bool(done.all()):
-                break
-    else:
-        ys = model.greedy_decode(prefix, max_len - 1, Vocab.EOS, src, src_padding)
+    ys = torch.full((src.size(0), 1), Vocab.BOS, dtype=torch.long)
+    state = model.start(src, src_padding)
+    done = torch.zeros(src.size(0), dtype=torch.bool)
+    while ys.size(1) < max_len:
+        logits, state = model.step(state, ys)
+        next_id = logits.argmax(-1, keepdim=True)  # (B, 1)
+        ys = torch.cat([ys, next_id], dim=1)
+        done |= next_id.squeeze(1) == eos_id
+        if bool(done.all()):
+            break
+    return ys
+
+
+def until_eos(ys: torch.Tensor) -> list[list[int]]:
+    """Per sentence the generated ids after ``<bos>``, cut before the first ``<eos>``."""
     out = []
     for row in ys[:, 1:].tolist():
         out.append(row[: row.index(Vocab.EOS)] if Vocab.EOS in row else row)
@@ -86,7 +97,7 @@ def translate(dm: TrainedModel, sources: Sequence[Sequence[str]], batch_size: in
         chunk = order[start : start + batch_size]
         src, src_padding = pad([dm.src_vocab.encode(sources[i]) for i in chunk])
         with torch.inference_mode():
-            ids = greedy(dm.model, src, src_padding, dm.max_len)
+            ids = until_eos(greedy(dm.model, src, src_padding, dm.max_len))
         for i, row in zip(chunk, ids):
             results[i] = dm.tgt_vocab.decode(row, strip=False)
     return [results[i] for i in range(len(sources))]
@@ -107,10 +118,11 @@ def cross_attention(
         chunk = order[start : start + batch_size]
         src, src_padding = pad([dm.src_vocab.encode(sources[i]) for i in chunk])
         tgt_in, _, tgt_padding = decoder_io([dm.tgt_vocab.encode(targets[i]) for i in chunk])
-        with torch.inference_mode(), capture(kinds=("pattern",), names=["decoder.layers.*.cross_attn.*"]) as rec:
-            teacher_forced_logits(dm.model, src, src_padding, tgt_in, tgt_padding)
-        names = sorted(rec.names_recorded(), key=lambda n: int(n.split(".")[2]))
-        stacked = torch.stack([rec[n] for n in names], dim=1).numpy()  # (B, layers, heads, T+1, S)
+        with torch.inference_mode(), capture(kinds=("pattern",)) as rec:
+            dm.model.teacher_forced(src, tgt_in, src_padding, tgt_padding)
+        layers = sorted((layer, name) for name in rec.names_recorded() for group, layer, _ in [parse_hook_name(name)]
+                        if group == CROSS)  # fmt: skip
+        stacked = torch.stack([rec[name] for _, name in layers], dim=1).numpy()  # (B, layers, heads, T+1, S)
         for row, i in enumerate(chunk):
             results[i] = stacked[row, :, :, : len(targets[i]), : len(sources[i])]
     return [results[i] for i in range(len(sources))]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from html import escape
 
+from ..names import CROSS, DECODER_SELF, ENCODER_SELF, hook_name
+
 CHART = "accuracy_vs_length.svg"
 COLORS = {"toy-translate": "#1f77b4", "toy-translate-rnn": "#2ca02c", "gru-no-attention": "#d62728"}
 DESCRIPTIONS = {
@@ -168,10 +170,23 @@ def _length_summary(scores: dict) -> list[str]:
 
 
 def model_card(result: dict) -> str:
+    """MODEL_CARD.md from the evaluation's result (= scores.json): every number comes from it."""
     models, scores = result["models"], result["scores"]
     names = list(scores)
-    any_training = next(iter(models.values()))["training"] if models else {}
-    corpus = any_training.get("corpus", {})
+    training = next(iter(models.values()))["training"] if models else {}
+    out = [
+        *_card_intro(names, models),
+        *_card_data(result, training),
+        *_card_training(models),
+        *_card_exact_match(result, scores, names),
+        *_card_alignment(scores, names),
+        *_card_app_notes(),
+        *_card_limitations(),
+    ]
+    return "\n".join(out)
+
+
+def _card_intro(names: list[str], models: dict) -> list[str]:
     out = [
         "# Demo translation models: model card",
         "",
@@ -185,12 +200,18 @@ def model_card(result: dict) -> str:
     ]
     for name in names:
         out.append(f"* **`{name}`** — {DESCRIPTIONS.get(name, models[name]['architecture'])}.")
-    out += [
+    return out + [
         "",
         "`toy-translate` and `toy-translate-rnn` are selectable in the app and on the command line",
         "(`python -m attention_viz run --model toy-translate --text \"...\" [--target \"...\"] --out r.npz`).",
         "`gru-no-attention` has no attention to show; it is shipped for the comparison below.",
         "",
+    ]
+
+
+def _card_data(result: dict, training: dict) -> list[str]:
+    corpus, vocab = training.get("corpus", {}), training.get("vocab", {})
+    return [
         "## Data",
         "",
         f"`attention_viz.trained.corpus.splits(seed={corpus.get('seed', 0)})`: English sentences of 3–25 tokens from a",
@@ -206,11 +227,16 @@ def model_card(result: dict) -> str:
         "* The test split is **held out by construction**: every test sentence contains at least one",
         "  (adjective, noun) or (verb, noun) combination that never occurs in train or dev. Test and dev",
         "  are spread evenly over source lengths 3..25.",
-        f"* Vocabularies (built from train): {any_training.get('vocab', {}).get('source', '?')} source words, "
-        f"{any_training.get('vocab', {}).get('target', '?')} target words, plus `<pad> <bos> <eos> <unk>`.",
+        f"* Vocabularies (built from train): {vocab.get('source', '?')} source words, "
+        f"{vocab.get('target', '?')} target words, plus `<pad> <bos> <eos> <unk>`.",
         "* Sources are the lower-cased words (final \".\" included, no `<bos>`/`<eos>`); the decoder",
         "  reads `<bos> y_1 … y_n` and is trained to predict `y_1 … y_n <eos>` (teacher forcing).",
         "",
+    ]
+
+
+def _card_training(models: dict) -> list[str]:
+    return [
         "## Training",
         "",
         "`python -m attention_viz.trained.train --model NAME` (deterministic: the same seed and the same",
@@ -221,6 +247,11 @@ def model_card(result: dict) -> str:
         "",
         *_hyper_table(models),
         "",
+    ]
+
+
+def _card_exact_match(result: dict, scores: dict, names: list[str]) -> list[str]:
+    out = [
         "## Held-out exact match",
         "",
         f"Greedy decoding (the inference data flow), {result['test_pairs']} test pairs; a translation counts",
@@ -237,12 +268,17 @@ def model_card(result: dict) -> str:
             cells.append(f"{_pct(b['accuracy'])} (n={b['n']})")
         out.append(f"| {bucket} | " + " | ".join(cells) + " |")
     out.append("| **all** | " + " | ".join(f"**{_pct(scores[n]['exact_match']['overall'])}**" for n in names) + " |")
-    out += [
+    return out + [
         "",
         f"![Exact match against source length]({CHART})",
         "",
         *_length_summary(scores),
         "",
+    ]
+
+
+def _card_alignment(scores: dict, names: list[str]) -> list[str]:
+    out = [
         "## Alignment: does attention point at the right source word?",
         "",
         "Teacher-forced on the gold target (the training data flow). For target word `j`, take the",
@@ -258,40 +294,50 @@ def model_card(result: dict) -> str:
         alignment = scores[name].get("alignment")
         if alignment is None:
             continue
-        content, everything = alignment["content"], alignment["all"]
-        out += [
-            f"### `{name}`",
-            "",
-            f"Best: **{_pct(content['best']['accuracy'])}** ({content['best']['where']}) over {content['n']} "
-            f"content words; {_pct(everything['best']['accuracy'])} ({everything['best']['where']}) over all "
-            f"{everything['n']} target words.",
-            "",
-        ]
-        best = content["best"]
-        if best.get("misses"):
-            share = best["determiner_misses"] / best["misses"]
-            out.append(
-                f"Of its {best['misses']} misses on content words, {best['determiner_misses']} ({_pct(share)}) are "
-                "French determiners looking past their English determiner at a later word of the noun phrase."
-            )
-            if share >= 0.5:
-                out += [
-                    "Most misses are of that kind: the gender and number of \"le / la / les\" come from the noun,",
-                    "and the attention goes there. Seed 003's figure shows the same: \"la\" attends to \"the\" and",
-                    "\"Area\".",
-                ]
-            out.append("")
-        if len(content["heads"]) > 1 or len(content["heads"][0]) > 1:
-            out += ["Content words, per layer and head of the decoder's cross-attention:", ""]
-            out += _alignment_table(content)
-            out += ["", "All target words:", ""]
-            out += _alignment_table(everything)
-            out.append("")
-    out += [
+        out += _card_model_alignment(name, alignment["content"], alignment["all"])
+    return out
+
+
+def _card_model_alignment(name: str, content: dict, everything: dict) -> list[str]:
+    out = [
+        f"### `{name}`",
+        "",
+        f"Best: **{_pct(content['best']['accuracy'])}** ({content['best']['where']}) over {content['n']} "
+        f"content words; {_pct(everything['best']['accuracy'])} ({everything['best']['where']}) over all "
+        f"{everything['n']} target words.",
+        "",
+    ]
+    best = content["best"]
+    if best.get("misses"):
+        share = best["determiner_misses"] / best["misses"]
+        out.append(
+            f"Of its {best['misses']} misses on content words, {best['determiner_misses']} ({_pct(share)}) are "
+            "French determiners looking past their English determiner at a later word of the noun phrase."
+        )
+        if share >= 0.5:
+            out += [
+                "Most misses are of that kind: the gender and number of \"le / la / les\" come from the noun,",
+                "and the attention goes there. Bahdanau et al.'s (2015) alignment figure shows the same: \"la\"",
+                "attends to \"the\" and \"Area\".",
+            ]
+        out.append("")
+    if len(content["heads"]) > 1 or len(content["heads"][0]) > 1:
+        out += ["Content words, per layer and head of the decoder's cross-attention:", ""]
+        out += _alignment_table(content)
+        out += ["", "All target words:", ""]
+        out += _alignment_table(everything)
+        out.append("")
+    return out
+
+
+def _card_app_notes() -> list[str]:
+    encoder, decoder = hook_name(ENCODER_SELF, 0, "*"), hook_name(DECODER_SELF, 0, "*")
+    cross, gru = hook_name(CROSS, 0, "*"), hook_name(CROSS, 0, "pattern")
+    return [
         "## How the app shows them",
         "",
-        "* Hook names are the Transformer's: `encoder.layers.{i}.self_attn.*`, `decoder.layers.{i}.self_attn.*`,",
-        "  `decoder.layers.{i}.cross_attn.*`; the GRU's attention is `decoder.layers.0.cross_attn.pattern`",
+        f"* Hook names are the Transformer's, one set per layer (layer 0 shown): `{encoder}`, `{decoder}`,",
+        f"  `{cross}`; the GRU's attention is `{gru}`",
         "  (and `.scores`), one head, `[1, target, source]`. The GRU supports the kinds `pattern` and `scores`.",
         "* Without `--target`: greedy decoding, the decoder re-reading its own output at every step; the",
         "  result keeps the last step (the decoder is causal, so its rows equal the earlier steps').",
@@ -303,6 +349,11 @@ def model_card(result: dict) -> str:
         "  is the step that reads them and predicts the next word (`meta[\"predicted\"]` lists those",
         "  predictions, ending in `<eos>`).",
         "",
+    ]
+
+
+def _card_limitations() -> list[str]:
+    return [
         "## Limitations",
         "",
         "* A toy: a closed vocabulary of a few hundred words and one grammar. Words outside it become",
@@ -315,4 +366,3 @@ def model_card(result: dict) -> str:
         "  a larger state would raise its numbers.",
         "",
     ]
-    return "\n".join(out)

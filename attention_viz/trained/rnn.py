@@ -23,7 +23,7 @@ last call holds the whole matrix. The no-attention model has no attention hooks 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -59,6 +59,10 @@ class RNNConfig:
     @property
     def d_memory(self) -> int:
         return 2 * self.d_enc
+
+    @property
+    def decoder_vocab_size(self) -> int:  # the Transformer config's name for it
+        return self.tgt_vocab_size
 
 
 class AdditiveAttention(nn.Module):
@@ -146,8 +150,10 @@ class RNNDecoder(nn.Module):
 
 
 class RNNSeq2Seq(nn.Module):
-    """GRU encoder–decoder, with (Bahdanau) or without attention. Same call signatures as
-    :class:`attention_viz.model.Transformer` where they overlap (``encode``, ``greedy_decode``)."""
+    """GRU encoder–decoder, with (Bahdanau) or without attention. The decoding interface
+    (``start`` / ``step`` / ``teacher_forced``) is :class:`TranslationTransformer`'s."""
+
+    kinds = ("scores", "pattern")  # additive attention has no q, k, v or context heads
 
     def __init__(self, config: RNNConfig) -> None:
         super().__init__()
@@ -198,41 +204,43 @@ class RNNSeq2Seq(nn.Module):
             self.cross_attn.record(scores, pattern)
         return torch.stack(logits, dim=1)  # (B, T, V)
 
-    @torch.no_grad()
-    def greedy_decode(
+    def teacher_forced(
         self,
-        prefix: torch.Tensor,
-        max_new_tokens: int,
-        eos_id: int | None = None,
-        src: torch.Tensor | None = None,
+        src: torch.Tensor,
+        tgt: torch.Tensor,
         src_padding: torch.Tensor | None = None,
+        tgt_padding: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """The inference data flow: feed back the most likely word, one step at a time.
+        """(B, T, V) next-word logits for every decoder input position (= ``forward``)."""
+        return self(src, tgt, src_padding, tgt_padding)
 
-        ``prefix`` (B, 1): the start token. Stops when every row has produced ``eos_id`` (rows that
-        finished early keep producing words, to be cut at their first ``eos_id``) or when the
-        decoder input reaches ``max_len``. Inside a capture the attention hooks fire after every
-        step with all rows so far, like the Transformer's re-run of the whole prefix.
-        """
-        if src is None:
-            raise ValueError("the RNN encoder–decoder needs the source sentence")
+    def start(self, src: torch.Tensor, src_padding: torch.Tensor | None = None) -> RNNDecoding:
+        """Encode the source once and set the decoder's first state ``s_0``."""
         memory, summary, mask = self.encode(src, src_padding)
-        state = self.decoder.initial_state(summary)
-        ys = prefix
-        done = torch.zeros(prefix.size(0), dtype=torch.bool)
-        scores, pattern = [], []
-        for _ in range(max_new_tokens):
-            if ys.size(1) >= self.config.max_len:
-                break
-            logits, state, att = self.decoder.step(ys[:, -1], state, memory, summary, mask)
-            next_id = logits.argmax(-1, keepdim=True)  # (B, 1)
-            ys = torch.cat([ys, next_id], dim=1)
-            if att is not None:
-                scores.append(att.scores)
-                pattern.append(att.pattern)
-                self.cross_attn.record(scores, pattern)
-            if eos_id is not None:
-                done |= next_id.squeeze(1) == eos_id
-                if bool(done.all()):
-                    break
-        return ys
+        return RNNDecoding(memory, summary, mask, self.decoder.initial_state(summary))
+
+    def step(self, state: RNNDecoding, ys: torch.Tensor) -> tuple[torch.Tensor, RNNDecoding]:
+        """Next-word logits (B, V) after the prefix ``ys`` (B, t): one recurrence step on its last word.
+
+        Inside a capture the attention hooks fire after every step with all rows so far, as the
+        Transformer's re-run of the whole prefix does.
+        """
+        logits, hidden, att = self.decoder.step(ys[:, -1], state.hidden, state.memory, state.summary, state.mask)
+        scores, pattern = state.scores, state.pattern
+        if att is not None and self.cross_attn is not None:
+            scores, pattern = [*scores, att.scores], [*pattern, att.pattern]
+            self.cross_attn.record(scores, pattern)
+        return logits, RNNDecoding(state.memory, state.summary, state.mask, hidden, scores, pattern)
+
+
+@dataclass(frozen=True)
+class RNNDecoding:
+    """What greedy decoding carries from step to step: the encoded source, ``s_{i-1}``, and the
+    attention rows so far (handed to the hooks as one matrix)."""
+
+    memory: torch.Tensor  # (B, S, d_memory)
+    summary: torch.Tensor  # (B, d_memory)
+    mask: torch.Tensor | None  # (B, 1, S)
+    hidden: torch.Tensor  # (B, d_dec)
+    scores: list[torch.Tensor] = field(default_factory=list)
+    pattern: list[torch.Tensor] = field(default_factory=list)

@@ -36,11 +36,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..model import Transformer, TransformerConfig
+from ..model import TransformerConfig
 from . import checkpoint
 from .corpus import DEFAULT_SIZES, Pair, Vocab, build_vocabs, splits
-from .decoding import decoder_io, greedy, pad, teacher_forced_logits
+from .decoding import decoder_io, greedy, pad, until_eos
 from .rnn import RNNConfig, RNNSeq2Seq
+from .transformer import TranslationTransformer
 
 CORPUS_SEED = 0
 
@@ -106,7 +107,7 @@ def deterministic(seed: int, threads: int) -> Iterator[None]:
 
 def build(architecture: str, config: dict, src_vocab: Vocab, tgt_vocab: Vocab) -> nn.Module:
     if architecture == "transformer":
-        model = Transformer(TransformerConfig(vocab_size=len(src_vocab), tgt_vocab_size=len(tgt_vocab), **config))
+        model = TranslationTransformer(TransformerConfig(vocab_size=len(src_vocab), tgt_vocab_size=len(tgt_vocab), **config))
         for p in model.parameters():  # as the Annotated Transformer: Glorot for every matrix
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
@@ -148,7 +149,7 @@ def exact_match(model: nn.Module, pairs: list[Pair], src_vocab: Vocab, tgt_vocab
     for start in range(0, len(pairs), 200):
         part = sorted(pairs[start : start + 200], key=lambda p: len(p.source))
         src, src_padding = pad([src_vocab.encode(p.source) for p in part])
-        for p, ids in zip(part, greedy(model, src, src_padding, max_len)):
+        for p, ids in zip(part, until_eos(greedy(model, src, src_padding, max_len))):
             hits += tuple(tgt_vocab.decode(ids)) == p.target
     return hits / max(1, len(pairs))
 
@@ -180,6 +181,39 @@ def train(
                       log_every, eval_every, log)
 
 
+def _optimize(model: nn.Module, optimizer: torch.optim.Optimizer, batch: tuple, lr: float, hyper) -> float:
+    """One teacher-forced step on a batch from :func:`tensors`; returns its loss."""
+    src, src_padding, tgt_in, tgt_out, tgt_padding = batch
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    model.train()
+    logits = model.teacher_forced(src, tgt_in, src_padding, tgt_padding)
+    loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1),
+                           ignore_index=Vocab.PAD, label_smoothing=hyper.label_smoothing)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    nn.utils.clip_grad_norm_(model.parameters(), hyper.clip)
+    optimizer.step()
+    return loss.item()
+
+
+def _run_record(hyper, n_train: int, recent: list[float], dev_em: float, history: list, train_seconds: float,
+                cpu_seconds: float, threads: int) -> dict:
+    """The training.json fields that describe the run itself (for the model card)."""
+    return {
+        "hyperparameters": {**asdict(hyper), "optimizer": "Adam(betas=(0.9, 0.98), eps=1e-9)",
+                            "schedule": "linear warmup, then cosine decay"},
+        "epochs": round(hyper.steps * hyper.batch_size / n_train, 2),
+        "final_train_loss": round(sum(recent) / len(recent), 4),
+        "dev_exact_match": round(dev_em, 4),
+        "dev_history": history,
+        "training_seconds": round(train_seconds, 1),  # wall clock (shared machine: noisy)
+        "training_cpu_seconds": round(cpu_seconds, 1),  # CPU time of all threads of the process
+        "threads": threads,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}",
+    }
+
+
 def _train(name, out, architecture, config, hyper, seed, tiny, train_size, dev_size, threads, log_every,
            eval_every, log) -> dict:
     t0 = time.perf_counter()
@@ -205,19 +239,8 @@ def _train(name, out, architecture, config, hyper, seed, tiny, train_size, dev_s
             epoch_batches = batches(train_pairs, hyper.batch_size, rng)
             epochs += 1
         batch = [train_pairs[i] for i in epoch_batches.pop()]
-        src, src_padding, tgt_in, tgt_out, tgt_padding = tensors(batch, src_vocab, tgt_vocab)
         lr = learning_rate(step, hyper)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        model.train()
-        logits = teacher_forced_logits(model, src, src_padding, tgt_in, tgt_padding)
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1),
-                               ignore_index=Vocab.PAD, label_smoothing=hyper.label_smoothing)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), hyper.clip)
-        optimizer.step()
-        recent.append(loss.item())
+        recent.append(_optimize(model, optimizer, tensors(batch, src_vocab, tgt_vocab), lr, hyper))
         recent = recent[-log_every:]
         done = step + 1
         if done % log_every == 0 or done == hyper.steps:
@@ -243,16 +266,7 @@ def _train(name, out, architecture, config, hyper, seed, tiny, train_size, dev_s
                    "train_pairs": len(train_pairs), "dev_pairs": len(dev_pairs)},
         "vocab": {"source": len(src_vocab), "target": len(tgt_vocab)},
         "parameters": n_params,
-        "hyperparameters": {**asdict(hyper), "optimizer": "Adam(betas=(0.9, 0.98), eps=1e-9)",
-                            "schedule": "linear warmup, then cosine decay"},
-        "epochs": round(hyper.steps * hyper.batch_size / len(train_pairs), 2),
-        "final_train_loss": round(sum(recent) / len(recent), 4),
-        "dev_exact_match": round(dev_em, 4),
-        "dev_history": history,
-        "training_seconds": round(train_seconds, 1),  # wall clock (shared machine: noisy)
-        "training_cpu_seconds": round(cpu_seconds, 1),  # CPU time of all threads of the process
-        "threads": threads,
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}",
+        **_run_record(hyper, len(train_pairs), recent, dev_em, history, train_seconds, cpu_seconds, threads),
     }
     checkpoint.save(out, architecture, model, src_vocab, tgt_vocab, record)
     log(f"[{name}] wrote {out}")
