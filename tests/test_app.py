@@ -1,9 +1,16 @@
 """The Streamlit app, run headless by AppTest on the real default model."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+from streamlit.testing.v1 import AppTest
 from apphelpers import app, charts, messages
 
 from attention_viz.backends.scratch import ScratchEncoderBackend
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def axis_labels(spec: dict, axis: str = "xaxis") -> list[str]:
@@ -145,3 +152,106 @@ def test_flow_on_a_long_input_explains_instead_of_hanging():
     at = app(view="layers", text=" ".join(["word"] * 120))
     assert not at.exception
     assert any("attention flow solves one max-flow" in m for m in messages(at))
+
+
+# ---------------------------------------------------------------- links
+
+
+def test_head_mean_or_max_and_the_attention_choice_round_trip_in_a_link():
+    at = app(model="toy-translate", text="the law was signed .", view="head", group="cross", layer="1", head="max")
+    assert not at.exception and not at.error
+    assert at.radio(key="head_group").value == ("decoder", "cross_attn")
+    assert at.select_slider(key="head_head").value == "max" and at.slider(key="head_layer").value == 1
+    assert charts(at)[0]["layout"]["title"]["text"] == "layer 1, max of heads"
+    link = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    assert {"group": "cross", "head": "max", "layer": "1", "view": "head"}.items() <= link.items()
+    at.select_slider(key="head_head").set_value("mean").run()
+    assert at.query_params["head"] in ("mean", ["mean"])
+
+
+def test_link_values_a_view_does_not_offer_fall_back_or_are_clamped():
+    at = app(view="grid", head="mean", group="nonsense", layer="-4")
+    assert not at.exception and not at.error
+    assert at.select_slider(key="grid_head").value == 0  # the grid's enlarged head has no mean
+    assert at.slider(key="grid_layer").value == 0
+    at = app(view="head", threshold="9", hide_special="maybe", head="99")
+    assert at.slider(key="head_threshold").value == 0.5 and at.checkbox(key="head_hide_special").value is False
+    assert at.select_slider(key="head_head").value == 11  # the last head
+
+
+def test_a_text_from_a_link_longer_than_the_box_is_cut_with_a_message():
+    at = app(text="word " * 6_000)  # 30,000 characters
+    assert not at.exception
+    assert len(at.sidebar.text_input(key="text").value) == 20_000
+    assert any("cut there" in c.value for c in at.sidebar.caption)
+
+
+# ---------------------------------------------------------------- token focus
+
+
+def test_token_focus_survives_a_choice_made_on_another_sentence():
+    at = app(view="focus", text="One sentence about a cat.")
+    at.selectbox(key="focus_query").set_value(3).run()
+    at.sidebar.text_input(key="text").set_value("Another sentence, rather longer, about the animal.").run()
+    at.sidebar.text_input(key="text").set_value("Short.").run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="focus_query").value < 4  # "Short." has [CLS] Short . [SEP]
+
+
+def _stale_token_choice() -> None:
+    import streamlit as st
+
+    from attention_viz.ui.controls import token_picker
+
+    st.session_state.setdefault("_url_shown", {})
+    if "stale" not in st.session_state:
+        # What Streamlit hands back when the browser's label ("3: cat", from the previous sentence)
+        # is not among the new options: the raw string (the page used to compare it with an int).
+        st.session_state["focus_query"] = st.session_state["stale"] = "3: cat"
+    st.write(token_picker("Query", ["[CLS]", "a", "dog", "[SEP]"], "focus_query", default=1))
+
+
+def test_a_token_choice_the_browser_left_as_a_label_falls_back_to_the_default():
+    at = AppTest.from_function(_stale_token_choice, default_timeout=30).run()
+    assert not at.exception
+    assert at.selectbox(key="focus_query").value == 1
+
+
+def test_token_focus_on_a_translation_model_through_every_attention_choice():
+    at = app(view="focus", model="toy-translate", text="the law was signed .")
+    for group in [("decoder", "self_attn"), ("decoder", "cross_attn"), ("encoder", "self_attn"),
+                  ("decoder", "cross_attn")]:
+        at.radio(key="focus_group").set_value(group).run()
+        assert not at.exception and not at.error
+
+
+# ---------------------------------------------------------------- all heads
+
+
+def test_all_heads_of_a_cross_attention_leave_out_the_square_only_statistics():
+    at = app(view="grid", model="toy-translate", text="the law was signed .", group="cross")
+    assert not at.exception and not at.error
+    table = at.dataframe[0].value
+    assert {"entropy", "top_weight", "role"} <= set(table.columns)
+    assert not {"previous", "self", "next", "offset"} & set(table.columns)
+    assert len(table) == 3 * 4
+
+
+def test_the_rnn_all_heads_view_opens_on_its_only_attention():
+    at = app(view="grid", model="toy-translate-rnn", text="the law was signed .")
+    assert not at.exception and not at.error
+    assert len(at.dataframe[0].value) == 1  # one layer, one head of additive attention
+
+
+# ---------------------------------------------------------------- server settings
+
+SETTINGS = ("server.headless", "server.fileWatcherType", "browser.gatherUsageStats", "client.toolbarMode")
+
+
+def test_plain_streamlit_run_gets_the_settings_make_run_uses():
+    """`streamlit run app.py` without flags, from the project folder: no file watcher (it would watch
+    the virtual environment too, overflow inotify and re-run pages on its own), no usage statistics."""
+    read = ("from streamlit import config; config.get_config_options(force_reparse=True); "
+            f"print([config.get_option(k) for k in {SETTINGS!r}])")
+    out = subprocess.run([sys.executable, "-c", read], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str([True, "none", False, "viewer"])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from apphelpers import APP
+from apphelpers import APP, messages
 from attention_viz.cli import main
 
 
@@ -131,3 +131,41 @@ def test_a_path_that_is_a_file_is_refused(tmp_path, capsys):
     file.write_text("not a model")
     assert main(["run", "--model", f"hf:{file}", "--text", "hi", "--out", str(tmp_path / "r.npz")]) != 0
     assert "is not a folder" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- Markdown and LaTeX from a link
+
+MARKDOWN_PAYLOADS = [
+    "[Click here to log in](https://evil.example/login)",
+    "![x](https://evil.example/pixel.png)",
+    "$\\href{https://evil.example}{\\text{click}}$",
+    ":red[alarm] **bold** <https://evil.example> www.evil.example",
+]
+MARKDOWN_ELEMENTS = ("error", "warning", "info", "caption", "markdown", "subheader", "title", "header")
+
+
+def markdown_bodies(at: AppTest) -> list[str]:
+    """The Markdown source of every element Streamlit renders as Markdown."""
+    return [element.value for kind in MARKDOWN_ELEMENTS for element in getattr(at, kind)]
+
+
+@pytest.mark.parametrize("payload", MARKDOWN_PAYLOADS)
+@pytest.mark.parametrize("where", ["model", "hf model", "text in token focus", "text in compare"])
+def test_user_text_reaches_markdown_only_escaped(payload, where):
+    """Whatever a link carries shows character for character: never as a link, an image, math or colour."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    params = {
+        "model": {"model": payload},
+        "hf model": {"model": f"hf:{payload}"},
+        "text in token focus": {"text": f"{payload} it", "view": "focus"},
+        "text in compare": {"text": "the cat", "view": "compare", "mode": "sentences", "text_b": payload},
+    }[where]
+    at.query_params.update(params)
+    at.run()
+    assert not at.exception
+    bodies = markdown_bodies(at)
+    assert bodies
+    for body in bodies:  # the payload may be there only with every punctuation character escaped
+        assert payload not in body and "](" not in body and not re.search(r"(?<!\\)\$", body), body
+    if where in ("model", "hf model"):
+        assert any("evil.example" in m for m in messages(at))  # ... and the user still reads it

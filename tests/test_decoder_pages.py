@@ -1,6 +1,8 @@
 """The causal-mask and encoder–decoder pages on the shipped demo models, headless (AppTest)."""
 
-from apphelpers import app, charts
+from apphelpers import app, charts, messages
+
+from attention_viz.backends.translation import TranslationBackend
 
 
 def titles(at) -> list[str]:
@@ -53,3 +55,28 @@ def test_rnn_cross_attention_is_viewable_like_the_transformers():
     assert not at.exception and not at.error
     spec = charts(at)[0]  # its only attention is the cross-attention, so no picker is needed
     assert spec["layout"]["xaxis"]["ticktext"][:3] == ["the", "law", "was"]
+
+
+def test_the_causal_page_never_calls_the_rnn_an_encoder():
+    at = app(view="causal", model="toy-translate-rnn", text="the law was signed .")
+    assert not at.exception and not at.error
+    said = " ".join(messages(at))
+    assert "toy-translate-rnn has no decoder self-attention" in said and "encoder" not in said.split("so this")[0]
+
+
+def test_causal_page_widgets_never_rerun_the_model(monkeypatch):
+    runs, batches = [], []
+    run, batch = TranslationBackend.run, TranslationBackend.padded_batch
+    monkeypatch.setattr(TranslationBackend, "run", lambda self, *a, **k: runs.append(a) or run(self, *a, **k))
+    monkeypatch.setattr(TranslationBackend, "padded_batch",
+                        lambda self, *a, **k: batches.append(a) or batch(self, *a, **k))
+    at = app(view="causal", model="toy-translate", text="the treaty was signed in may .")
+    assert not at.exception and not at.error and batches
+    first = (len(runs), len(batches))
+    at.select_slider(key="causal_head").set_value(2).run()
+    at.slider(key="causal_edit_at").set_value(2).run()
+    at.slider(key="causal_edit_at").set_value(3).run()
+    at.select_slider(key="causal_head").set_value(0).run()
+    assert not at.exception and not at.error
+    assert len(batches) == first[1]  # the padded batch: computed once
+    assert len(runs) <= first[0] + 2  # only the two new edits ran (each is a different target)

@@ -9,6 +9,7 @@ from attention_viz.figures.export import standalone_html
 from attention_viz.figures.focus import highlighted_text
 from attention_viz.figures.grid import downsample, heads_grid, tile
 from attention_viz.figures.heatmap import attention_heatmap
+from attention_viz.figures.numbers import exact
 
 rng = np.random.default_rng(0)
 
@@ -78,3 +79,10 @@ def test_standalone_html_embeds_plotly_and_needs_no_network():
     # plotly.js mentions a CDN only as the default topojson source of geo maps, never loaded here
     assert not re.search(r"<script[^>]*src=", html) and not re.search(r"<link[^>]*href=\"?http", html)
     assert len(html) > 1_000_000  # plotly.js itself is inside
+
+
+def test_zero_is_exactly_zero_and_tiny_is_not():
+    assert exact(0.0) == "0 (exactly)"
+    assert exact(4e-9) == "4.0e-09" and exact(-4e-9) == "-4.0e-09"
+    assert exact(1e-45) != "0 (exactly)"  # the smallest float32 subnormal is not 0
+    assert exact(0.25) == "2.5e-01"
