@@ -1,0 +1,138 @@
+"""The layering rules of docs/ARCHITECTURE.md, checked by import and by reading the source.
+
+* Importing the package changes no process-wide setting (environment variables).
+* figures/, result.py, selection.py, names.py and analysis/ load without torch.
+* No module under ui/ imports torch.
+* errors.py imports nothing from attention_viz.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "attention_viz"
+
+
+def fresh_python(code: str, env: dict[str, str] | None = None) -> str:
+    """Run ``code`` in a new interpreter (nothing imported yet) and return its stdout."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env=env if env is not None else dict(os.environ),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_importing_the_package_sets_no_environment_variable():
+    code = (
+        "import json, os\n"
+        "before = dict(os.environ)\n"
+        "import attention_viz, attention_viz.backends.registry, attention_viz.backends.hf, attention_viz.cli\n"
+        "print(json.dumps([before, dict(os.environ)]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    before, after = json.loads(fresh_python(code, env))
+    assert after == before
+
+
+def test_process_settings_are_applied_by_the_entry_points_only():
+    code = (
+        "import os\n"
+        "from attention_viz.settings import apply_process_settings\n"
+        "apply_process_settings()\n"
+        "print(os.environ['HF_HUB_OFFLINE'], os.environ['OMP_WAIT_POLICY'], os.environ['TRANSFORMERS_VERBOSITY'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "OMP_WAIT_POLICY", "TRANSFORMERS_VERBOSITY")}
+    assert fresh_python(code, env).split() == ["1", "PASSIVE", "error"]
+    allowed = fresh_python(code.replace("os.environ['HF_HUB_OFFLINE']", "os.environ.get('HF_HUB_OFFLINE')"),
+                           {**env, "ATTENTION_VIZ_ALLOW_DOWNLOAD": "1"})
+    assert allowed.split()[0] == "None"  # the user opted in to downloads: not forced offline
+    for entry in (ROOT / "app.py", PACKAGE / "__main__.py"):
+        calls = [
+            node for node in ast.walk(ast.parse(entry.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "apply_process_settings"
+        ]  # fmt: skip
+        assert calls, f"{entry.name} must apply the process settings"
+
+
+def modules(folder: Path) -> list[str]:
+    """Dotted names of every module in ``folder`` (a package under attention_viz)."""
+    out = []
+    for path in sorted(folder.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        out.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return out
+
+
+TORCH_FREE = [
+    *modules(PACKAGE / "figures"),
+    *modules(PACKAGE / "analysis"),
+    "attention_viz.result",
+    "attention_viz.selection",
+    "attention_viz.names",
+    "attention_viz.errors",
+]
+
+
+def test_plain_data_modules_load_without_torch():
+    # One fresh interpreter imports them one by one and notes which import first brought torch in.
+    code = (
+        "import importlib, json, sys\n"
+        f"modules = {TORCH_FREE!r}\n"
+        "pulled = []\n"
+        "for name in modules:\n"
+        "    importlib.import_module(name)\n"
+        "    if {'torch', 'transformers'} & set(sys.modules) and not pulled:\n"
+        "        pulled.append(name)\n"
+        "print(json.dumps(pulled))\n"
+    )
+    assert len(TORCH_FREE) > 10  # the folders were found
+    assert json.loads(fresh_python(code)) == [], "this module pulls in torch"
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module an ``import`` statement of the file names, relative imports resolved."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = path.relative_to(ROOT).with_suffix("").parts[:-1]
+    if path.name == "__init__.py":
+        package = path.relative_to(ROOT).parts[:-1]
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(package[: len(package) - node.level + 1])
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            names.add(prefix)
+            names.update(f"{prefix}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_no_page_module_imports_torch():
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(n for n in imported_modules(path) if n.split(".")[0] == "torch")
+        for path in (PACKAGE / "ui").rglob("*.py")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_errors_imports_nothing_of_ours():
+    ours = [n for n in imported_modules(PACKAGE / "errors.py") if n.startswith("attention_viz")]
+    assert ours == []
+
+
+def test_the_checks_see_imports():
+    # The AST reading itself: a relative import in a ui module resolves to the absolute name.
+    names = imported_modules(PACKAGE / "backends" / "scratch.py")
+    assert "torch" in names and "attention_viz.hooks.capture" in names
