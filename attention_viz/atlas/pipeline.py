@@ -179,7 +179,24 @@ def run_ray(model: str, out: Path, plan_: Plan, workers: int | None, worker_cpus
         compute=ray.data.ActorPoolStrategy(size=workers),
         num_cpus=worker_cpus,
     )
-    shards.write_parquet(str(out / layout.SHARDS), min_rows_per_file=rows_per_file)
+    try:
+        shards.write_parquet(str(out / layout.SHARDS), min_rows_per_file=rows_per_file)
+    except ray.exceptions.RayError as error:  # e.g. a worker could not load the model: one line, resumable
+        cause = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+        raise ModelError(f"the Ray pass failed ({cause}); fix it and run again with --resume") from None
+
+
+def _check_model(model: str) -> None:
+    """Refuse an unknown or missing model here, in one line, before Ray starts workers that would fail."""
+    from ..backends.registry import HF_PREFIX, MODELS, availability, unknown_model_message
+
+    if model.startswith(HF_PREFIX):
+        return  # a folder or hub id: the worker's load says what is wrong
+    if model not in MODELS:
+        raise ModelError(unknown_model_message(model))
+    ok, why = availability(model)
+    if not ok:
+        raise ModelError(why)
 
 
 def build_atlas(
@@ -201,6 +218,7 @@ def build_atlas(
     from .finish import finish
 
     out = Path(out)
+    _check_model(model)
     source = Source(corpus, column)
     source.check()
     if workers is not None and workers < 1:

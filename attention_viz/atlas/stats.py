@@ -1,7 +1,7 @@
-"""Per-sentence head statistics for the atlas (numpy only), and the corpus-level aggregates.
+"""Per-sentence head statistics for the atlas (numpy only), and the fixed-offset baseline.
 
 Every statistic is a mean over *all* query rows of a sentence, special tokens included, so the
-corpus value is the token-weighted mean of the sentence values (:func:`corpus_means`):
+corpus value is the token-weighted mean of the sentence values (``Atlas.aggregate`` in store.py):
 
 - ``entropy``: row entropy in bits; ``distance``: Σ_k w·|q−k| in tokens;
 - ``special``/``first``/``previous``/``self``/``punctuation``: weight on special tokens, on token 0,
@@ -100,17 +100,6 @@ def relation_predictions(P: np.ndarray, word_ids: Sequence[int | None], dependen
     rows[:, :, np.arange(len(dependents)), list(dependents)] = -1.0  # never the word itself
     best = rows.argmax(axis=-1)  # (L, H, R)
     return best.reshape(-1, len(dependents)).T.astype(np.int16)
-
-
-def corpus_means(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Token-weighted mean of per-sentence means: values ``[sentences, ...]``, weights ``[sentences]``."""
-    w = weights.astype(np.float64)
-    return np.tensordot(w, values.astype(np.float64), axes=1) / w.sum()
-
-
-def relation_accuracy(predictions: np.ndarray, gold: np.ndarray) -> np.ndarray:
-    """Share of instances whose prediction is the gold word, per head: ``[layers·heads]``."""
-    return (predictions == gold[:, None]).mean(axis=0)
 
 
 def offset_baseline(offset_counts: dict[int, int], total: int) -> tuple[int, float]:

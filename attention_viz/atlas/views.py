@@ -19,7 +19,7 @@ def head_map(js: np.ndarray, seed: int = 0) -> np.ndarray:
     """Metric MDS of the heads' mean JS divergences: ``[heads, 2]``, near = similar patterns."""
     from sklearn.manifold import MDS
 
-    return MDS(n_components=2, dissimilarity="precomputed", random_state=seed, n_init=1,
+    return MDS(n_components=2, metric="precomputed", init="random", random_state=seed, n_init=1,
                normalized_stress="auto").fit_transform(js)
 
 
