@@ -35,7 +35,9 @@ def self_attentions(result: AttentionResult) -> list[Group]:
     return [group for group in result.attentions() if group != CROSS]
 
 
-def detector_scores(probes: Sequence[AttentionResult], user: AttentionResult, group: Group, offset: int) -> dict[str, np.ndarray]:
+def detector_scores(
+    probes: Sequence[AttentionResult], user: AttentionResult, group: Group, offset: int
+) -> dict[str, np.ndarray]:
     """The built-in scores plus fixed offset ``offset`` (key ``OFFSET``), ``{name: [layers, heads]}``,
     averaged over every counted row of ``probes`` and ``user``. The runs are done already, so the
     detector's "texts" are their indices."""

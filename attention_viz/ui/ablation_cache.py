@@ -57,7 +57,11 @@ class CachedBackend:
         self.can_ablate = self._backend.can_ablate
 
     def forward(
-        self, text: str, target: str | None = None, kinds: Collection[str] = ("pattern",), ablation: Ablation | None = None
+        self,
+        text: str,
+        target: str | None = None,
+        kinds: Collection[str] = ("pattern",),
+        ablation: Ablation | None = None,
     ) -> tuple[AttentionResult, Outputs]:
         if ablation is None:
             return forward(self.name, text, target, tuple(kinds), None, "zero", None)

@@ -46,8 +46,8 @@ def render(result: AttentionResult) -> dict:
     st.markdown(EXPLANATION)
     backend = cache.backend(result.model)
     if not backend.can_ablate:
-        plain.info(f"{result.model} cannot have heads removed: this page needs a multi-head Transformer that runs "
-                   "in our own code (minilm, toy-translate, induction, or an hf: model we implement).")
+        plain.info(f"{result.model} cannot have heads removed: this page needs a multi-head Transformer whose "
+                   "forward we run ourselves (minilm, toy-translate or induction).")
         return {}
     items = heads_picker(head_options(result), "ablation_ablate")
     mode = choice("Replace the removed heads' output with", MODES, "ablation_ablation", widget="radio",
@@ -104,8 +104,8 @@ def patterns(comparison: Comparison) -> None:
     group = attention_picker(comparison.before, key="ablation_group")
     n_layers = comparison.before.n_layers(*group)
     layer, head = layer_head_picker(comparison.before, group, key="ablation", layer=n_layers - 1)
-    choice_ = Choice(group, layer, head)
-    before, after = displayed(comparison.before, choice_), displayed(comparison.after, choice_)
+    picked = Choice(group, layer, head)
+    before, after = displayed(comparison.before, picked), displayed(comparison.after, picked)
     st.plotly_chart(pattern_pair(before.matrix, after.matrix, (before.query_labels, before.key_labels),
                                  (after.query_labels, after.key_labels), ("before", "after")),
                     key="ablation_patterns")

@@ -18,6 +18,7 @@ from ...analysis.detector_view import (
     self_attentions,
 )
 from ...figures.detector import pairs_figure, score_heatmap
+from ...names import Group
 from ...result import AttentionResult
 from ...selection import GROUP_NAMES, GROUP_URL_NAMES, group_tokens
 from .. import ablation_cache, cache, plain
@@ -91,7 +92,7 @@ def render(result: AttentionResult) -> dict:
     return {"pairs": format_pairs(pairs)}
 
 
-def marked_pattern(result: AttentionResult, group) -> list[tuple[int, int]]:
+def marked_pattern(result: AttentionResult, group: Group) -> list[tuple[int, int]]:
     """The user's own pattern: query → key pairs marked on their sentence, and each head's share on them."""
     st.subheader("Your pattern")
     labels = list(group_tokens(result, group)[0].labels)
