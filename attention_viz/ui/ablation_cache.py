@@ -1,8 +1,8 @@
 """The caches behind the head-ablation and head-detector pages, per process and shared by every
 session (models and results are never mutated).
 
-Every forward those pages cause goes through :func:`forward` / :func:`run`, keyed by what it was
-computed from (model, text, target, kinds, removed heads, mode). :class:`CachedBackend` hands the
+Every forward those pages cause goes through :func:`run` or a ``forward_*`` cache, keyed by what
+it was computed from (model, text, target, kinds, removed heads, mode). :class:`CachedBackend` hands the
 functions of :mod:`attention_viz.head_effects` a backend whose forwards are these, so a
 comparison with a new set of heads runs only the ablated forward: the plain one, the probe runs
 of mean ablation and every earlier set are already here.
@@ -23,7 +23,7 @@ from ..names import Group
 from ..result import AttentionResult
 from . import cache
 
-MAX_FORWARDS = 256  # small runs: the probe sets (24 each), the study's random draws, the user's sets
+MAX_FORWARDS = 256  # small runs: the probe sets (24 each), the study's random draws
 
 
 @st.cache_resource(max_entries=MAX_FORWARDS, show_spinner=False)
@@ -32,8 +32,7 @@ def run(model: str, text: str, target: str | None, kinds: tuple[str, ...]) -> At
     return cache.backend(model).run(text, target=target, kinds=kinds)
 
 
-@st.cache_resource(max_entries=MAX_FORWARDS, show_spinner=False)
-def forward(
+def _forward(
     model: str,
     text: str,
     target: str | None,
@@ -46,6 +45,34 @@ def forward(
     the key: on these pages a mean ablation always uses the model's own probe means."""
     ablation = None if heads is None else Ablation(heads, mode, _means)
     return cache.backend(model).forward(text, target, kinds, ablation=ablation)
+
+
+# Two caches, so the bounds differ: runs that keep the patterns of the user's text (up to ~75 MB
+# each at 512 tokens) get the result cache's bound; the study's runs keep outputs only and are small.
+@st.cache_resource(max_entries=cache.MAX_RESULTS, show_spinner=False)
+def forward_with_patterns(
+    model: str,
+    text: str,
+    target: str | None,
+    kinds: tuple[str, ...],
+    heads: tuple[Head, ...] | None,
+    mode: str,
+    _means: Mapping[str, np.ndarray] | None,
+) -> tuple[AttentionResult, Outputs]:
+    return _forward(model, text, target, kinds, heads, mode, _means)
+
+
+@st.cache_resource(max_entries=MAX_FORWARDS, show_spinner=False)
+def forward_outputs_only(
+    model: str,
+    text: str,
+    target: str | None,
+    kinds: tuple[str, ...],
+    heads: tuple[Head, ...] | None,
+    mode: str,
+    _means: Mapping[str, np.ndarray] | None,
+) -> tuple[AttentionResult, Outputs]:
+    return _forward(model, text, target, kinds, heads, mode, _means)
 
 
 class CachedBackend:
@@ -63,9 +90,10 @@ class CachedBackend:
         kinds: Collection[str] = ("pattern",),
         ablation: Ablation | None = None,
     ) -> tuple[AttentionResult, Outputs]:
+        cached = forward_with_patterns if "pattern" in kinds else forward_outputs_only
         if ablation is None:
-            return forward(self.name, text, target, tuple(kinds), None, "zero", None)
-        return forward(self.name, text, target, tuple(kinds), ablation.heads, ablation.mode, ablation.means)
+            return cached(self.name, text, target, tuple(kinds), None, "zero", None)
+        return cached(self.name, text, target, tuple(kinds), ablation.heads, ablation.mode, ablation.means)
 
     def run(self, text: str, target: str | None = None, kinds: Collection[str] = ("pattern",)) -> AttentionResult:
         return run(self.name, text, target, tuple(kinds))
