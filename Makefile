@@ -7,7 +7,7 @@ PORT ?= 8501
 # Loopback: your own machine. Serving others: set ATTENTION_VIZ_MODEL_ROOTS first (docs/deploy.md).
 ADDRESS ?= 127.0.0.1
 
-.PHONY: install browser nginx run test bench clean
+.PHONY: install browser nginx run screenshot test bench clean
 
 install: $(STAMP)
 
@@ -34,6 +34,10 @@ nginx:
 
 test: install browser nginx
 	HF_HUB_OFFLINE=1 $(PY) -m pytest
+
+# The README's picture (docs/screenshot.png), taken in Chromium from a shared link; tests never write it.
+screenshot: install browser
+	$(PY) docs/screenshot.py
 
 # Measured side by side (ours vs transformers SDPA and eager, figures, memory, browser); writes the table.
 bench: install browser

@@ -25,9 +25,20 @@ def charts(at: AppTest) -> list[dict]:
     return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
 
 
+CODE_SPAN = re.compile(r"(?<![\\`])(`+) ?(.*?) ?\1(?!`)")
+
+
 def plain(markdown: str) -> str:
-    """A message as the user reads it: the page escapes user text for Markdown (ui/plain.py)."""
-    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
+    """A message as the user reads it: the page escapes user text for Markdown and puts anything
+    link-like in code spans (ui/plain.py)."""
+    parts = CODE_SPAN.split(markdown)  # [text, fence, code, text, fence, code, ..., text]
+    texts = [re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", t) for t in parts[::3]]
+    return "".join(t + (parts[3 * i + 2] if 3 * i + 2 < len(parts) else "") for i, t in enumerate(texts))
+
+
+def outside_code(markdown: str) -> str:
+    """What Markdown interprets: the text with its code spans removed."""
+    return CODE_SPAN.sub("", markdown)
 
 
 def messages(at: AppTest) -> list[str]:

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +18,9 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
+# The view of the README's screenshot (and of the test that opens a shared link).
+SHARED_VIEW = {"model": "minilm", "text": "The animal didn't cross the street because it was too tired.",
+               "view": "head", "layer": "3", "head": "1"}
 FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -75,6 +79,16 @@ def wait_for_heatmap(page: Page, title: str | None = None, timeout: float = 60_0
             "t => [...document.querySelectorAll('.js-plotly-plot .gtitle')].some(e => e.textContent.includes(t))",
             arg=title, timeout=timeout,
         )
+
+
+def wait_for_link(page: Page, expected: dict[str, str], timeout: float = 30_000) -> dict[str, str]:
+    """Until the page's URL carries ``expected`` (the app rewrites it after each run); its parameters."""
+    page.wait_for_function(
+        """want => { const p = new URLSearchParams(location.search);
+                     return Object.entries(want).every(([k, v]) => p.get(k) === v); }""",
+        arg=expected, timeout=timeout,
+    )
+    return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(page.url).query))
 
 
 def x_tick_labels(page: Page, chart: int = 0) -> list[str]:

@@ -67,3 +67,37 @@ def test_exported_html_of_hostile_text_is_inert(app_url, browser, tmp_path):
     assert all(url.startswith(("file:", "data:", "blob:")) for url in requests), requests  # offline
     assert "script" in exported.locator(".xtick text").all_text_contents()
     exported.close()
+
+
+# Markdown and LaTeX from a link: Streamlit renders Markdown in alerts, captions and headings, so a
+# payload that reached them unescaped would become a real link, fetch an outside image or run KaTeX.
+LINK = "[Click here to log in](https://evil.example/login)"
+PIXEL = "![x](https://evil.example/pixel.png)"
+LATEX = "$\\href{https://evil.example}{\\text{click}}$"
+MARKDOWN_LINKS = {
+    "model name": {"model": LINK},
+    "hf: folder in an error": {"model": f"hf:{PIXEL}"},
+    "sentence, token focus heading": {"text": f"{LATEX} {PIXEL} it", "view": "focus"},
+    "second sentence": {"text": "the cat", "view": "compare", "mode": "sentences", "text_b": f"{LINK} {LATEX}"},
+}
+OUTSIDE = """() => ({
+    links: [...document.querySelectorAll('a[href]')].map(a => a.href).filter(h => new URL(h).host !== location.host),
+    images: [...document.querySelectorAll('img')].map(i => i.src).filter(s => s.includes('evil.example')),
+    math: document.querySelectorAll('.katex').length,
+})"""
+
+
+@pytest.mark.parametrize("where", list(MARKDOWN_LINKS))
+def test_markdown_and_latex_from_a_link_stay_text(app_url, browser, where):
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(f"{app_url}/?{urllib.parse.urlencode(MARKDOWN_LINKS[where])}")
+    page.wait_for_selector("[data-testid='stAlert'], .js-plotly-plot .main-svg", timeout=90_000)
+    page.wait_for_timeout(1_500)  # let every element of the run render (and any image load)
+    assert page.evaluate(OUTSIDE) == {"links": [], "images": [], "math": 0}
+    host = urllib.parse.urlsplit(app_url).netloc
+    assert all(urllib.parse.urlsplit(u).netloc == host for u in requests if u.startswith("http")), requests
+    shown = page.evaluate("() => document.body.innerText + [...document.querySelectorAll('input')].map(i => i.value)")
+    assert "evil.example" in shown  # shown, as text (or kept in its box)
+    page.close()
