@@ -26,7 +26,22 @@ from attention_viz.ui import cache, plain
 from attention_viz.ui.export import result_downloads
 from attention_viz.ui.inputs import request_panel
 from attention_viz.ui.state import remember, seed_from_url, write_to_url
-from attention_viz.ui.views import basics, causal, compare, encdec, focus, grid, head, inside, layers, positional
+from attention_viz.ui.views import (
+    ablation,
+    atlas,
+    basics,
+    causal,
+    compare,
+    detector,
+    encdec,
+    focus,
+    grid,
+    head,
+    image,
+    inside,
+    layers,
+    positional,
+)
 from attention_viz.ui.widgets import choice
 
 # view key (used in the URL) → (label, render function). Views in STANDALONE need no model run.
@@ -40,9 +55,13 @@ VIEWS = {
     "causal": ("Causal mask", causal.render),
     "positional": ("Positional encoding", positional.render),
     "encdec": ("Encoder–decoder", encdec.render),
+    "ablation": ("Head ablation", ablation.render),
+    "detector": ("Head detector", detector.render),
+    "atlas": ("Head atlas", atlas.render),
+    "image": ("Image attention", image.render),
     "basics": ("Basics: the formulas", basics.render),
 }
-STANDALONE = {"basics"}
+STANDALONE = {"basics", "image"}
 
 st.set_page_config(page_title="attention-viz", page_icon="🔍", layout="wide")
 seed_from_url()

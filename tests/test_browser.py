@@ -68,7 +68,10 @@ def test_a_shared_url_opens_that_exact_view(app_url, page, tmp_path):
 
 
 
-VIEWS = ["head", "grid", "compare", "focus", "layers", "inside", "causal", "positional", "encdec", "basics"]
+VIEWS = [
+    "head", "grid", "compare", "focus", "layers", "inside", "causal", "positional", "encdec", "ablation", "detector",
+    "atlas", "image", "basics",
+]
 
 
 def test_the_page_list_matches_the_app():

@@ -21,7 +21,10 @@ from test_hf_backend import save_bert, save_gpt2, save_t5
 from attention_viz.names import GROUPS
 from attention_viz.ui.views.compare import MODES
 
-VIEWS = ["head", "grid", "compare", "focus", "layers", "inside", "causal", "positional", "encdec", "basics"]
+VIEWS = [
+    "head", "grid", "compare", "focus", "layers", "inside", "causal", "positional", "encdec", "ablation", "detector",
+    "atlas", "image", "basics",
+]
 TOY_TEXT = "the law was signed ."
 HF_TEXT = "the cat sat on the mat"
 BUILDERS = {"bert": save_bert, "gpt2": save_gpt2, "t5": save_t5}
