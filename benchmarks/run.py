@@ -26,10 +26,14 @@ import sys
 import threading
 from pathlib import Path
 
-from attention_viz.backends.registry import load_backend  # (imports torch after the package's settings)
+from attention_viz.settings import apply_process_settings
 
-from . import capture, memory, pages
-from .timing import median
+apply_process_settings()  # the server's settings, before torch loads: the benchmark measures what users run
+
+from attention_viz.backends.registry import load_backend  # noqa: E402
+
+from . import capture, memory, pages  # noqa: E402
+from .timing import median  # noqa: E402
 
 MB = 1_000_000  # floors are in decimal megabytes
 TUNING = ("OMP_WAIT_POLICY", "THP_MEM_ALLOC_ENABLE", "STREAMLIT_SERVER_FILE_WATCHER_TYPE")

@@ -17,9 +17,14 @@ difference between them is the attention.
 
 from __future__ import annotations
 
-# OMP_WAIT_POLICY=PASSIVE is set by attention_viz/__init__.py, which runs before torch loads: with
-# spinning waits, 2-thread training on shared cores ran ~10× slower than 1 thread (measured here).
-import argparse
+from ..settings import apply_process_settings
+
+if __name__ == "__main__":
+    # Before torch loads (run as a command only, never on import): OMP_WAIT_POLICY=PASSIVE — with
+    # spinning waits, 2-thread training on shared cores ran ~10× slower than 1 thread (measured here).
+    apply_process_settings()
+
+import argparse  # noqa: E402
 import os
 import math
 import platform
