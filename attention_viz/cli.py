@@ -62,8 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", required=True, help="where to write the .html")
 
     caption_cli.add_parser(commands)
-    cli_heads.add_parser(commands)
     atlas_cli.add_parser(commands)
+    cli_heads.add_parser(commands)
     commands.add_parser("models", help="list the models and whether they are available offline")
     return parser
 

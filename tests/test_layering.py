@@ -3,6 +3,7 @@
 * Importing the package changes no process-wide setting (environment variables).
 * figures/, result.py, selection.py, names.py and analysis/ load without torch.
 * No module under ui/ imports torch.
+* Hook names are built only by names.hook_name: no literal or f-string hook-name pattern elsewhere.
 * errors.py imports nothing from attention_viz.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -130,6 +132,54 @@ def test_no_page_module_imports_torch():
 def test_errors_imports_nothing_of_ours():
     ours = [n for n in imported_modules(PACKAGE / "errors.py") if n.startswith("attention_viz")]
     assert ours == []
+
+
+HOOK_NAME = re.compile(
+    r"(encoder|decoder)\.layers\.(\{\}|\d+|\*)\.(self_attn|cross_attn)"  # a full prefix, or
+    r"|layers\.(\{\}|\d+|\*)\.(\{\}|self_attn|cross_attn)\.(\{\}|\*|q|k|v|scores|pattern|context|value_norm)$"
+    r"|(^|\.)(self_attn|cross_attn)\.(\{\}|\*|q|k|v|scores|pattern|context|value_norm)$"  # attention.kind
+)
+
+
+def string_parts(tree: ast.AST) -> list[tuple[int, str]]:
+    """Every string literal and f-string (placeholders as ``{}``), docstrings left out."""
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+    }  # fmt: skip
+    found = []
+    inside_fstring = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+            found.append((node.lineno, text))
+            inside_fstring.update(id(v) for v in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in docstrings and id(node) not in inside_fstring:
+                found.append((node.lineno, node.value))
+    return found
+
+
+def test_hook_names_are_built_only_by_names_py():
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}: {text!r}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "names.py"
+        for line, text in string_parts(ast.parse(path.read_text(encoding="utf-8")))
+        if HOOK_NAME.search(text)
+    ]
+    assert offenders == []
+
+
+def test_the_hook_name_check_sees_what_it_must():
+    caught = 'x = f"{part}.layers.{i}.{attn}.pattern"', 'x = "decoder.layers.*.cross_attn.*"', 'x = f"x.self_attn.{k}"'
+    passed = 'x = f"{dst}self_attn.{proj}.weight"', 'x = "self_attn.w_o"', 'def f():\n    """encoder.layers.0.self_attn.q"""'
+    for source in caught:
+        assert any(HOOK_NAME.search(t) for _, t in string_parts(ast.parse(source))), source
+    for source in passed:
+        assert not any(HOOK_NAME.search(t) for _, t in string_parts(ast.parse(source))), source
 
 
 def test_the_checks_see_imports():

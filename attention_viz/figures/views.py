@@ -46,7 +46,7 @@ def export_figure(result: AttentionResult, view: str, layer: int = 0, head: int 
     if view == "rollout" and group[1] == "cross_attn":
         raise ValueError("rollout needs a self-attention")
     n_layers = result.n_layers(*group)
-    n_heads = result.arrays[f"{group[0]}.layers.0.{group[1]}.pattern"].shape[0]
+    n_heads = result.pattern(group, 0).shape[0]
     if not 0 <= layer < n_layers:
         raise ValueError(f"--layer must be in 0..{n_layers - 1}")
     if head not in ("mean", "max") and not 0 <= int(head) < n_heads:
