@@ -23,7 +23,7 @@ import streamlit as st
 
 from attention_viz.errors import ModelError
 from attention_viz.ui import cache, plain
-from attention_viz.ui.export import result_downloads
+from attention_viz.ui.export import image_format_picker, result_downloads
 from attention_viz.ui.inputs import request_panel
 from attention_viz.ui.state import remember, seed_from_url, write_to_url
 from attention_viz.ui.views import (
@@ -42,33 +42,39 @@ from attention_viz.ui.views import (
     layers,
     positional,
 )
-from attention_viz.ui.widgets import choice
+from attention_viz.ui.navigation import landing, view_picker
 
-# view key (used in the URL) → (label, render function). Views in STANDALONE need no model run.
-VIEWS = {
-    "head": ("Head heatmap", head.render),
-    "grid": ("All heads", grid.render),
-    "compare": ("Compare", compare.render),
-    "focus": ("Token focus", focus.render),
-    "layers": ("Across layers", layers.render),
-    "inside": ("Inside one head", inside.render),
-    "causal": ("Causal mask", causal.render),
-    "positional": ("Positional encoding", positional.render),
-    "encdec": ("Encoder–decoder", encdec.render),
-    "ablation": ("Head ablation", ablation.render),
-    "detector": ("Head detector", detector.render),
-    "atlas": ("Head atlas", atlas.render),
-    "image": ("Image attention", image.render),
-    "basics": ("Basics: the formulas", basics.render),
+# view key (used in the URL) → (label, one-line caption, render function), in the sidebar's order:
+# the Learn path first (a student's natural first steps), then the Explore tools.
+LEARN = {
+    "basics": ("Basics: the formulas", "softmax(QKᵀ/√d_k)V, step by step on small numbers", basics.render),
+    "inside": ("Inside one head", "Q, K, scores and softmax of one head on your sentence", inside.render),
+    "positional": ("Positional encoding", "how a Transformer knows word order", positional.render),
+    "causal": ("Causal mask", "why a decoder cannot look ahead", causal.render),
+    "encdec": ("Encoder–decoder", "a translation's cross-attention, word by word", encdec.render),
+    "image": ("Image attention", "which regions a caption word or a patch looks at", image.render),
 }
-STANDALONE = {"basics", "image"}
+EXPLORE = {
+    "head": ("Head", "one head's heatmap (the landing view)", head.render),
+    "grid": ("All heads", "every layer × head at a glance; click one to enlarge", grid.render),
+    "focus": ("Token focus", "which heads link two tokens you pick", focus.render),
+    "layers": ("Across layers", "one token through the stack; rollout and flow", layers.render),
+    "compare": ("Compare", "two heads, two sentences, the coreference pair", compare.render),
+    "ablation": ("Head ablation", "switch heads off and see what changes", ablation.render),
+    "detector": ("Head detector", "find heads that match a pattern", detector.render),
+    "atlas": ("Head atlas", "every head over a corpus", atlas.render),
+}
+SECTIONS = {"Learn": LEARN, "Explore": EXPLORE}
+VIEWS = {**LEARN, **EXPLORE}
+DEFAULT_VIEW = "head"
+STANDALONE = {"basics", "image"}  # views that need no model run
 
 st.set_page_config(page_title="attention-viz", page_icon="🔍", layout="wide")
 seed_from_url()
 request = request_panel()
-
 with st.sidebar:
-    view = choice("View", list(VIEWS), "view", format_func=lambda v: VIEWS[v][0], widget="radio")
+    view = view_picker(SECTIONS, DEFAULT_VIEW)
+    image_format_picker()
 
 st.title("attention-viz")
 
@@ -111,12 +117,14 @@ def show(render, result) -> None:
             st.exception(error)
 
 
+if view == DEFAULT_VIEW:
+    landing()
 if view in STANDALONE:
-    show(VIEWS[view][1], None)
+    show(VIEWS[view][2], None)
 else:
     result = run_model()
     if result is not None:
-        show(VIEWS[view][1], result)
+        show(VIEWS[view][2], result)
         with st.expander("Download the attention tensors"):
             result_downloads(result)
 

@@ -115,3 +115,18 @@ def default_token(labels: list[str], wanted: str, fallback: int) -> int:
 def merged_labels(a: list[str], b: list[str]) -> list[str]:
     """Axis labels for a difference of two sentences: "tired/wide" where they differ."""
     return [x if x == y else f"{x}/{y}" for x, y in zip(a, b)]
+
+
+def misalignment(a: list[str], b: list[str]) -> str | None:
+    """Why a position-by-position difference of two sentences would mislead, or None when it is
+    fair: the same number of tokens, differing in a few positions only (a minimal pair such as
+    "tired" / "wide"), so each row and column compares the same word in both."""
+    if len(a) != len(b):
+        return (f"The sentences have {len(a)} and {len(b)} tokens, so their positions do not line up: "
+                "a cell-by-cell difference needs sentences that differ in a word or two at the same place.")
+    differing = sum(x != y for x, y in zip(a, b))
+    if differing > max(1, len(a) // 4):
+        return (f"The sentences differ in {differing} of {len(a)} positions: a cell-by-cell difference would "
+                "subtract different words from each other. Change a word or two of the first sentence "
+                "(as in the tired / wide pair) to see a difference.")
+    return None

@@ -44,3 +44,11 @@ def outside_code(markdown: str) -> str:
 def messages(at: AppTest) -> list[str]:
     """Every error, warning and info box on the page, as the user reads it."""
     return [plain(m.value) for m in (*at.error, *at.warning, *at.info)]
+
+
+def switch_view(at: AppTest, view: str) -> AppTest:
+    """Pick ``view`` in the sidebar: the radio of its section (Learn or Explore)."""
+    for radio in at.sidebar.radio:
+        if radio.key.startswith("nav_") and radio.format_func(view) in radio.options:
+            return radio.set_value(view).run()
+    raise KeyError(view)

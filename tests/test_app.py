@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from apphelpers import app, charts, messages
+from apphelpers import app, charts, messages, switch_view
 
 from attention_viz.backends.scratch import ScratchEncoderBackend
 
@@ -63,8 +63,8 @@ def test_moving_sliders_and_switching_views_never_reruns_the_model(forwards):
     at.select_slider(key="head_head").set_value("mean").run()
     at.checkbox(key="head_hide_special").check().run()
     at.checkbox(key="head_words").check().run()
-    at.sidebar.radio(key="view").set_value("grid").run()
-    at.sidebar.radio(key="view").set_value("head").run()
+    switch_view(at, "grid")
+    switch_view(at, "head")
     assert not at.exception
     assert len(forwards) == first
 
@@ -182,7 +182,7 @@ def test_link_values_a_view_does_not_offer_fall_back_or_are_clamped():
 def test_a_text_from_a_link_longer_than_the_box_is_cut_with_a_message():
     at = app(text="word " * 6_000)  # 30,000 characters
     assert not at.exception
-    assert len(at.sidebar.text_input(key="text").value) == 20_000
+    assert len(at.sidebar.text_area(key="text").value) == 20_000
     assert any("cut there" in c.value for c in at.sidebar.caption)
 
 
@@ -192,8 +192,8 @@ def test_a_text_from_a_link_longer_than_the_box_is_cut_with_a_message():
 def test_token_focus_survives_a_choice_made_on_another_sentence():
     at = app(view="focus", text="One sentence about a cat.")
     at.selectbox(key="focus_query").set_value(3).run()
-    at.sidebar.text_input(key="text").set_value("Another sentence, rather longer, about the animal.").run()
-    at.sidebar.text_input(key="text").set_value("Short.").run()
+    at.sidebar.text_area(key="text").set_value("Another sentence, rather longer, about the animal.").run()
+    at.sidebar.text_area(key="text").set_value("Short.").run()
     assert not at.exception and not at.error
     assert at.selectbox(key="focus_query").value < 4  # "Short." has [CLS] Short . [SEP]
 

@@ -58,11 +58,11 @@ APP_TEXTS = [name for name in TEXTS if name != "lone surrogate"]
 def test_app_handles_it(name):
     text = TEXTS[name]
     at = AppTest.from_file(APP, default_timeout=120).run()
-    at.text_input(key="text").set_value(text).run()
+    at.text_area(key="text").set_value(text).run()
     assert not at.exception, at.exception
     charts = at.get("plotly_chart")
     assert charts or messages(at), "neither a figure nor a message"
-    assert at.text_input(key="text").value == text  # the user's text is kept
+    assert at.text_area(key="text").value == text  # the user's text is kept
     if not text.strip():
         assert any("Type a sentence" in m for m in messages(at))
     if name == "10k characters":

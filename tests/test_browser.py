@@ -32,23 +32,25 @@ def page(browser):
 
 def test_type_a_sentence_choose_layer_and_head_and_see_its_tokens(app_url, page):
     page.goto(app_url)
-    wait_for_heatmap(page, "layer 0, head 0")
+    wait_for_heatmap(page, "layer 3, head 1")  # the landing view: the head the app finds for "it" → "animal"
+    assert page.get_by_text("How to read a heatmap").count() == 1
+    headings = page.locator("[data-testid='stSidebar'] [data-testid='stMarkdownContainer'] strong").all_text_contents()
+    assert headings == ["Learn", "Explore"]
     sentence = "Paris is the capital of France"
-    box = page.get_by_label("Sentence", exact=True).and_(page.locator("input"))
+    box = page.get_by_label("Sentence", exact=True).and_(page.locator("textarea"))
     box.fill(sentence)
-    box.press("Enter")
+    box.press("Control+Enter")
     page.wait_for_function(
         "() => [...document.querySelectorAll('.js-plotly-plot .xtick text')].some(e => e.textContent === 'Paris')",
         timeout=60_000,
     )
     layer = page.get_by_role("slider").first
     layer.focus()
-    for _ in range(2):
-        layer.press("ArrowRight")
-    wait_for_heatmap(page, "layer 2, head 0")
+    layer.press("ArrowLeft")
+    wait_for_heatmap(page, "layer 2, head 1")
     head = page.get_by_role("slider").nth(1)
     head.focus()
-    for _ in range(5):
+    for _ in range(4):
         head.press("ArrowRight")
     wait_for_heatmap(page, "layer 2, head 5")
     assert x_tick_labels(page) == ["[CLS]", "Paris", "is", "the", "capital", "of", "France", "[SEP]"]
@@ -69,14 +71,15 @@ def test_a_shared_url_opens_that_exact_view(app_url, page, tmp_path):
 
 
 VIEWS = [
-    "head", "grid", "compare", "focus", "layers", "inside", "causal", "positional", "encdec", "ablation", "detector",
-    "atlas", "image", "basics",
+    "basics", "inside", "positional", "causal", "encdec", "image",  # Learn
+    "head", "grid", "focus", "layers", "compare", "ablation", "detector", "atlas",  # Explore
 ]
 
 
 def test_the_page_list_matches_the_app():
     source = (ROOT / "app.py").read_text()
     assert re.findall(r'^    "(\w+)": \(', source, re.M) == VIEWS
+    assert re.findall(r'^SECTIONS = \{"(\w+)": \w+, "(\w+)": \w+\}', source, re.M) == [("Learn", "Explore")]
 
 
 @pytest.mark.parametrize("view", VIEWS)
@@ -87,3 +90,22 @@ def test_every_page_opens_without_an_error(app_url, page, view):
     assert page.locator("[data-testid='stException']").count() == 0
     assert page.locator("[data-testid='stAlertContentError']").count() == 0
     assert page.locator(".js-plotly-plot").count() >= 1
+
+
+def test_clicking_a_head_in_the_grid_enlarges_it(app_url, page):
+    page.goto(f"{app_url}/?view=grid")
+    wait_for_heatmap(page, "layer 0, head 0")  # the enlarged head before any click
+    grid = page.locator(".js-plotly-plot").first
+    tiles = grid.locator(".scatterlayer .points path")
+    assert tiles.count() == 6 * 12
+    tiles.nth(2 * 12 + 7).click(force=True)  # layer 2, head 7
+    wait_for_heatmap(page, "layer 2, head 7")
+    wait_for_link(page, {"layer": "2", "head": "7", "view": "grid"})
+
+
+def test_clicking_a_head_in_token_focus_opens_its_row(app_url, page):
+    page.goto(f"{app_url}/?view=focus")
+    page.wait_for_selector(".js-plotly-plot .scatterlayer .points path", timeout=60_000)
+    cells = page.locator(".js-plotly-plot").first.locator(".scatterlayer .points path")
+    cells.nth(3 * 12 + 1).click(force=True)  # layer 3, head 1
+    wait_for_link(page, {"layer": "3", "head": "1", "view": "focus"})

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from apphelpers import APP, TIMEOUT, charts
+from apphelpers import APP, TIMEOUT, charts, switch_view
 from test_hf_backend import save_bert, save_gpt2, save_t5
 
 from attention_viz.names import GROUPS
@@ -51,7 +51,7 @@ def walk(model: str, text: str) -> dict[str, AppTest]:
     at.run()
     problems = {}
     for view in VIEWS:
-        at.sidebar.radio(key="view").set_value(view).run()
+        switch_view(at, view)
         shown = charts(at)
         said = [m.value for m in at.info]
         broken = [e.value for e in at.exception] + [e.value for e in at.error]
@@ -76,9 +76,9 @@ def test_every_view_on_tiny_hf_models(hf_models, kind):
 
 # ---------------------------------------------------------------- links round-trip every choice
 
-WIDGETS = ("slider", "select_slider", "selectbox", "radio", "checkbox", "toggle", "text_input", "multiselect")
+WIDGETS = ("slider", "select_slider", "selectbox", "radio", "checkbox", "toggle", "text_input", "text_area", "multiselect")
 NOT_IN_LINKS = {"example", "model_choice", "hf_spec"}  # the example picker fills the text; the model is `model=`
-KEEP = {"text", "target", "view", "compare_mode"}  # changed elsewhere (or by the case); here they must survive
+KEEP = {"text", "target", "nav_learn", "nav_explore", "compare_mode"}  # changed elsewhere (or by the case); here they must survive
 LINK_CASES = [  # every view once, on a model where its choices exist (toy-translate: three attentions)
     ("minilm", "head", {}), ("toy-translate", "head", {}), ("minilm", "grid", {}), ("toy-translate", "focus", {}),
     ("minilm", "layers", {}), ("minilm", "inside", {}), ("toy-translate", "causal", {}),
@@ -173,7 +173,7 @@ def test_an_unexpected_error_in_a_view_is_one_message_and_the_page_still_works(m
     assert "an internal detail" not in at.error[0].value  # the details are folded away ...
     assert at.expander and "an internal detail" in at.exception[0].value  # ... in an expander
     assert at.get("download_button")  # the rest of the page is there
-    at.sidebar.radio(key="view").set_value("head").run()  # and another view works
+    switch_view(at, "head")  # and another view works
     assert not at.exception and not at.error and charts(at)
 
 

@@ -114,7 +114,7 @@ def test_inside_on_a_long_input_draws_a_window_of_tokens():
     assert charts(at)[0]["layout"]["yaxis"]["ticktext"][0] != spec["layout"]["yaxis"]["ticktext"][0]
     assert any("Long input" in c.value for c in at.caption)
     at.slider(key="inside_window").set_value(54).run()
-    at.sidebar.text_input(key="text").set_value(" ".join(["word"] * 100)).run()  # 102 tokens
+    at.sidebar.text_area(key="text").set_value(" ".join(["word"] * 100)).run()  # 102 tokens
     ok(at)
     assert at.slider(key="inside_window").value == 102 - 96
 

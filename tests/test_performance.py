@@ -26,6 +26,7 @@ from attention_viz.model import Transformer, TransformerConfig
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the benchmark's texts of an exact token count, from any working directory
 from benchmarks.texts import text_of_tokens  # noqa: E402
+from apphelpers import switch_view  # noqa: E402
 
 APP = str(ROOT / "app.py")
 MB = 1_000_000
@@ -72,7 +73,7 @@ def test_what_the_browser_receives_at_512_tokens_stays_under_3_mb(long_text):
     at = app(text=long_text, view="head")
     assert not at.exception and not at.warning  # exactly 512 tokens: nothing dropped
     [head] = specs(at).values()
-    at.sidebar.radio(key="view").set_value("grid").run()
+    switch_view(at, "grid")
     grid = specs(at)
     assert not at.exception and len(grid) == 2  # the all-heads grid and one enlarged head
     for spec in [head, *grid.values()]:
@@ -94,7 +95,7 @@ def test_moving_every_control_and_switching_every_view_runs_no_forward(forwards)
     at.checkbox(key="head_words").check().run()
     at.slider(key="head_threshold").set_value(0.2).run()
     for view in ("grid", "compare", "focus", "layers", "head"):
-        at.sidebar.radio(key="view").set_value(view).run()
+        switch_view(at, view)
         assert not at.exception, view
         if view == "grid":
             at.slider(key="grid_layer").set_value(2).run()

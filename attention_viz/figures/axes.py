@@ -1,4 +1,4 @@
-"""Token axes: one category per position, so repeated tokens ("the … the") never merge, with
+"""Token axes: one category per position ("3: the"), so repeated tokens never merge, with
 tick labels thinned on long inputs so they never overlap."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from ..tokens import unique_labels
 
 MAX_TICKS = 64  # more labels than this overlap on a ~900 px axis
 MAX_LABEL = 24  # characters of one tick label; a 2,000-character "word" must not eat the figure
@@ -22,9 +21,16 @@ def plotly_text(text: str) -> str:
     return html.escape(text, quote=False)
 
 
+def hover_text(text: str) -> str:
+    """User text inside a hovertemplate: escaped, and with ``%{`` broken (a zero-width space), so
+    a token such as "%{z}" shows literally instead of being filled in."""
+    return plotly_text(text).replace("%{", "%\u200b{")
+
+
 def categories(labels: Sequence[str]) -> list[str]:
-    """Unique per-position axis values ("the", "the₂"): what hover shows (long labels shortened)."""
-    return [plotly_text(label) for label in unique_labels([shorten(label) for label in labels])]
+    """One axis value per position, ``"3: the"``: unique even when tokens repeat, and what hover
+    shows, so among many "the" the user sees which one (long labels shortened)."""
+    return [plotly_text(f"{i}: {shorten(label)}") for i, label in enumerate(labels)]
 
 
 def token_axis(labels: Sequence[str], max_ticks: int = MAX_TICKS) -> dict:

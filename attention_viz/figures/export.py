@@ -1,10 +1,50 @@
-"""Standalone exports of figures: one HTML file with plotly.js inside, so it opens offline."""
+"""Figures leaving the app: one naming scheme for every download, the camera button's settings
+(PNG at 3× or SVG), a subtitle saying what the figure shows, and standalone HTML files with
+plotly.js inside, so they open offline."""
 
 from __future__ import annotations
 
+import re
+
 import plotly.graph_objects as go
 
-CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
+from .axes import plotly_text, shorten
+
+PNG_SCALE = 3  # 980 px wide on screen → ~2,900 px: sharp in print
+IMAGE_FORMATS = ("png", "svg")
+CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": PNG_SCALE}}
+SUBTITLE_TEXT = 48  # characters of the sentence in a subtitle
+
+
+def download_name(model: str, view: str, *details: str) -> str:
+    """``attention-viz_minilm_head_L3H1`` (no extension): letters, digits, ``-`` and ``.`` only, so
+    an ``hf:`` path or a sentence never makes an odd file name."""
+    parts = ["attention-viz", model, view, *(d for d in details if d)]
+    return "_".join(re.sub(r"[^A-Za-z0-9.-]+", "-", p).strip("-.")[:60] or "x" for p in parts)
+
+
+def camera_config(name: str, image_format: str = "png") -> dict:
+    """Plotly's config for the toolbar's camera button: PNG at 3× or SVG, saved as ``name``."""
+    fmt = image_format if image_format in IMAGE_FORMATS else "png"
+    return {"displaylogo": False,
+            "toImageButtonOptions": {"format": fmt, "scale": PNG_SCALE, "filename": name}}
+
+
+def subtitle(model: str, text: str | None, settings: str) -> str:
+    """``minilm · “The animal didn't cross the st…” · threshold 0.05`` (user text escaped)."""
+    parts = [model] + ([f"“{shorten(' '.join(text.split()), SUBTITLE_TEXT)}”"] if text and text.strip() else [])
+    parts += [settings] if settings else []
+    return plotly_text(" · ".join(parts))
+
+
+def with_subtitle(figure: go.Figure, line: str) -> go.Figure:
+    """A copy of ``figure`` with ``line`` as its title's subtitle (Plotly's ``title.subtitle``: the
+    title itself stays what the figure builder wrote), with room made above the plot."""
+    stamped = go.Figure(figure)
+    stamped.update_layout(title_subtitle_text=line, title_subtitle_font=dict(size=11, color="#666"))
+    top = stamped.layout.margin.t
+    stamped.update_layout(margin_t=(100 if top is None else top) + 18)
+    return stamped
 
 
 def standalone_html(figure: go.Figure, title: str = "attention-viz") -> str:

@@ -50,23 +50,45 @@ def _tile_ticks(name: str, count: int, pitch: int) -> dict:
     )
 
 
+def tile_owner(layers: int, heads: int, rows: int, cols: int) -> np.ndarray:
+    """[image rows, image cols, 2] int8: the (layer, head) each cell of the tiled image belongs to
+    (gutters take the tile before them), for the hover."""
+    layer = np.repeat(np.arange(layers, dtype=np.int8), rows)[: layers * rows - 1]
+    head = np.repeat(np.arange(heads, dtype=np.int8), cols)[: heads * cols - 1]
+    return np.stack(np.broadcast_arrays(layer[:, None], head[None, :]), axis=-1)
+
+
 def heads_grid(stack: np.ndarray, title: str = "", thumb: int = THUMB, zmax: float | None = None) -> go.Figure:
-    """Thumbnails of every head; x ticks name heads, y ticks name layers (both 0-indexed)."""
+    """Thumbnails of every head; x ticks name heads, y ticks name layers (both 0-indexed).
+
+    A heatmap cell cannot be clicked (Plotly selects only point-like traces), so a transparent
+    marker sits at the centre of each tile: selecting it (``customdata`` = layer, head) opens
+    that head.
+    """
     layers, heads = stack.shape[:2]
     image = tile(stack, thumb)
     rows = (image.shape[0] + 1) // layers  # tile height including its gutter
     cols = (image.shape[1] + 1) // heads
-    figure = go.Figure(
+    centres = np.array([(layer, head) for layer in range(layers) for head in range(heads)])
+    figure = go.Figure([
         go.Heatmap(
             z=image,
+            customdata=tile_owner(layers, heads, rows, cols) if layers < 128 and heads < 128 else None,
             colorscale="Blues",
             zmin=0.0,
             zmax=zmax if zmax is not None else float(np.nanmax(image)) if np.isfinite(image).any() else 1.0,
             hoverongaps=False,
-            hovertemplate="weight %{z:.3f}<extra></extra>",
+            hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<br>weight %{z:.3f}<extra></extra>",
             colorbar=dict(title=dict(text="weight"), thickness=12),
-        )
-    )
+        ),
+        go.Scatter(
+            x=centres[:, 1] * cols + (cols - 2) / 2, y=centres[:, 0] * rows + (rows - 2) / 2,
+            customdata=centres, mode="markers", showlegend=False,
+            marker=dict(size=max(8, min(28, 600 // max(heads, 1))), symbol="square", color="rgba(0,0,0,0.01)"),
+            hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<br>click to enlarge<extra></extra>",
+            selected=dict(marker=dict(color="rgba(214,39,40,0.35)")), unselected=dict(marker=dict(opacity=1)),
+        ),
+    ])
     figure.update_layout(
         title=dict(text=title),
         xaxis=dict(_tile_ticks("head", heads, cols), side="top", constrain="domain"),
@@ -75,5 +97,6 @@ def heads_grid(stack: np.ndarray, title: str = "", thumb: int = THUMB, zmax: flo
         margin=dict(l=10, r=10, t=60 if title else 40, b=10),
         template="plotly_white",
         plot_bgcolor="white",
+        clickmode="event+select",
     )
     return figure

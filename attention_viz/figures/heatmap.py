@@ -7,9 +7,16 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .axes import categories, plotly_text, token_axis
+from .axes import categories, hover_text, plotly_text, token_axis
 
-HOVER = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"
+HOVER = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"  # axis values carry positions
+
+
+def shared_top(*matrices: np.ndarray) -> float:
+    """One colour range for figures drawn side by side: the largest |value| among them, so the same
+    shade means the same weight in both."""
+    tops = [float(np.nanmax(np.abs(m))) for m in matrices if np.size(m) and np.isfinite(m).any()]
+    return max(tops, default=1.0) or 1.0
 
 
 def attention_heatmap(
@@ -48,7 +55,7 @@ def attention_heatmap(
             colorscale="RdBu_r" if diverging else "Blues",
             zmin=-top if diverging else 0.0,
             zmax=top,
-            hovertemplate=hover,
+            hovertemplate=f"{hover_text(title)}<br>{hover}" if title else hover,  # names layer and head
             colorbar=dict(title=dict(text=colorbar_title)),
             hoverongaps=False,
         )

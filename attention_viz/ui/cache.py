@@ -11,8 +11,11 @@ import streamlit as st
 from streamlit import config
 
 from ..access import beyond_loopback
+from ..analysis.coreference import positions
+from ..analysis.focus import top_heads
 from ..backends.base import Backend
 from ..backends.registry import load_backend
+from ..names import ENCODER_SELF
 from ..result import AttentionResult
 
 MAX_RESULTS = 24  # ≈ 24 × 75 MB at the 512-token worst case
@@ -37,3 +40,13 @@ def identity(result: AttentionResult) -> tuple:
     caches what it derives from the result, without hashing the arrays."""
     target = result.target_tokens
     return result.model, tuple(result.tokens.ids), None if target is None else tuple(target.ids)
+
+
+def landing_head(result: AttentionResult) -> tuple[int, int]:
+    """The head where "it" attends most to "animal" (the default sentence has both): the first view
+    opens on a head that shows something. (0, 0) without an encoder or those two words whole."""
+    at = positions(result.tokens.labels)
+    if ENCODER_SELF not in result.attentions() or at is None:
+        return 0, 0
+    layer, head, _ = top_heads(result.stack("pattern"), at["it"], at["animal"], n=1)[0]
+    return layer, head

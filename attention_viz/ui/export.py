@@ -1,29 +1,89 @@
-"""Download buttons. Files are built only when clicked (callables), so drawing a page costs nothing."""
+"""Figures on the page and files to download.
+
+Every figure goes through :func:`chart`: the camera button saves PNG at 3× or SVG (the sidebar's
+choice) under one naming scheme, and the figure carries a subtitle with the model, the sentence and
+the view's settings, so a saved picture says what it shows. HTML downloads are built eagerly for
+the figure on screen: a lazily built file (a callable) is registered per run, and the first click
+after a slider move could ask for the previous run's file, which is gone.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import plotly.graph_objects as go
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
-from ..figures.export import standalone_html
+from ..figures.export import IMAGE_FORMATS, camera_config, download_name, standalone_html, subtitle, with_subtitle
 from ..result import AttentionResult
+from .state import SHOWN
+from .widgets import choice
+
+NOT_SETTINGS = {"model", "text", "target", "view", "image_format", "example"}
+NO_SUBTITLE = {"basics"}  # synthetic numbers: no model, no sentence
+MAX_SETTINGS = 90  # characters of settings in a subtitle
 
 
-def figure_downloads(figure: go.Figure, stem: str, key: str) -> None:
-    st.download_button(
-        "Download figure (HTML, works offline)", data=lambda: standalone_html(figure, stem),
-        file_name=f"{stem}.html", mime="text/html", key=f"{key}_html", on_click="ignore",
-    )
-    st.caption("PNG: use the camera icon in the figure's toolbar.")
+def image_format_picker() -> str:
+    return choice("Camera button saves", IMAGE_FORMATS, "image_format", widget="radio", horizontal=True,
+                  format_func={"png": "PNG (3×)", "svg": "SVG"}.get,
+                  help="The camera icon in each figure's toolbar saves the figure in this format.")
+
+
+def _shown() -> dict[str, str]:
+    return st.session_state.get(SHOWN, {})
+
+
+def _settings() -> str:
+    """The view's choices drawn so far, in words: ``layer 3 · head 1 · words``."""
+    words = []
+    for name, value in _shown().items():
+        if name in NOT_SETTINGS or value in ("", None):
+            continue
+        label = name.replace("_", " ")
+        if value == "1" and not name.endswith(("layer", "head", "query", "key", "window")):
+            words.append(label)
+        elif value != "0" or name.endswith(("layer", "head", "query", "key", "window")):
+            words.append(f"{label} {value}")
+    text = " · ".join(words)
+    return text if len(text) <= MAX_SETTINGS else text[: MAX_SETTINGS - 1] + "…"
+
+
+def file_name(key: str) -> str:
+    """``attention-viz_<model>_<view>_<figure>[_L<layer>H<head>]`` (no extension)."""
+    shown, view = _shown(), str(st.session_state.get("view", ""))
+    figure = key[len(view) + 1 :] if key.startswith(f"{view}_") else key
+    head = f"L{shown['layer']}H{shown['head']}" if "layer" in shown and "head" in shown else ""
+    return download_name(str(st.session_state.get("model", "")), view, figure, head)
+
+
+def chart(where: DeltaGenerator, figure: go.Figure, key: str, *, config: dict | None = None,
+          **kwargs: Any) -> Any:
+    """``where.plotly_chart`` with the camera settings, the subtitle and the file name."""
+    view = st.session_state.get("view")
+    if view not in NO_SUBTITLE and figure.layout.title.text:  # Plotly draws a subtitle under a title only
+        figure = with_subtitle(figure, subtitle(str(st.session_state.get("model", "")),
+                                                st.session_state.get("text"), _settings()))
+    settings = camera_config(file_name(key), str(st.session_state.get("image_format", "png")))
+    return where.plotly_chart(figure, key=key, config={**(config or {}), **settings}, **kwargs)
+
+
+def figure_downloads(figure: go.Figure, key: str) -> None:
+    """The figure as one HTML file that opens offline (built now, for the figure on screen)."""
+    name = file_name(key)
+    st.download_button("Download figure (HTML, works offline)", data=standalone_html(figure, name),
+                       file_name=f"{name}.html", mime="text/html", key=f"{key}_html", on_click="ignore")
 
 
 def result_downloads(result: AttentionResult) -> None:
+    name = download_name(result.model, "tensors")
     left, right = st.columns(2)
     left.download_button(
-        "Attention tensors (.npz)", data=result.to_npz_bytes, file_name="attention.npz",
+        "Attention tensors (.npz)", data=result.to_npz_bytes, file_name=f"{name}.npz",
         mime="application/octet-stream", key="result_npz", on_click="ignore",
     )
     right.download_button(
-        "Attention tensors (.json)", data=result.to_json, file_name="attention.json",
+        "Attention tensors (.json)", data=result.to_json, file_name=f"{name}.json",
         mime="application/json", key="result_json", on_click="ignore",
     )

@@ -76,7 +76,8 @@ def request_panel() -> Request:
         model = model_picker()
         st.session_state["model"] = model
         st.selectbox("Examples", ["—"] + list(EXAMPLES), key="example", on_change=_apply_example)
-        sentence = text("Sentence", "text", DEFAULT_TEXT, max_chars=MAX_TEXT, help="Press Enter to run.")
+        sentence = text("Sentence", "text", DEFAULT_TEXT, max_chars=MAX_TEXT, area=True, height=110,
+                        help="Ctrl+Enter (⌘+Enter) or a click outside the box runs it.")
         target = None
         if model_shape(model) == "encoder-decoder":
             target = text("Target (teacher forcing; empty = the model translates)", "target",

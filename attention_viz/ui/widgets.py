@@ -114,8 +114,10 @@ def several(label: str, options: Sequence[int], key: str, default: Sequence[int]
     return chosen
 
 
-def text(label: str, key: str, default: str = "", *, max_chars: int = 2_000, **kwargs: Any) -> str:
-    """A text box; a longer text from a link is cut to the box's limit, and the user is told."""
+def text(label: str, key: str, default: str = "", *, max_chars: int = 2_000, area: bool = False,
+         **kwargs: Any) -> str:
+    """A text box (``area``: several lines, Ctrl+Enter applies); a longer text from a link is cut
+    to the box's limit, and the user is told."""
     raw = take(key)
     if raw is not None:
         if len(raw) > max_chars:
@@ -123,7 +125,7 @@ def text(label: str, key: str, default: str = "", *, max_chars: int = 2_000, **k
         st.session_state[key] = raw[:max_chars]
     elif not isinstance(st.session_state.get(key), str):
         st.session_state[key] = default
-    chosen = st.text_input(label, key=key, max_chars=max_chars, **kwargs)
+    chosen = (st.text_area if area else st.text_input)(label, key=key, max_chars=max_chars, **kwargs)
     if was_cut(key):
         st.caption(f"The text from the link was longer than {max_chars:,} characters: it was cut there.")
     remember(key, chosen)

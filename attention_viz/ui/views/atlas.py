@@ -20,6 +20,7 @@ from ...figures.heatmap import attention_heatmap
 from ...result import AttentionResult
 from .. import cache, plain
 from ..widgets import choice, integer, text
+from ..export import chart
 
 ATLAS_ROOT_ENV = "ATTENTION_VIZ_ATLAS_ROOT"  # where the app keeps the probes atlases it builds
 CHART = {"displaylogo": False}
@@ -79,7 +80,7 @@ def render(result: AttentionResult) -> None:
     measure = choice("Statistic or relation", measures(atlas), "atlas_measure")
     layer = integer("Layer", 0, atlas.layers - 1, "atlas_layer", 0)
     head = integer("Head", 0, atlas.heads - 1, "atlas_head", 0)
-    st.plotly_chart(head_grid(grid_of(atlas, measure), f"{measure} per head", (layer, head)), key="atlas_grid",
+    chart(st, head_grid(grid_of(atlas, measure), f"{measure} per head", (layer, head)), key="atlas_grid",
                     config=CHART)
     relation = summary.get("relations", {}).get(measure)
     if relation is not None:
@@ -90,14 +91,14 @@ def render(result: AttentionResult) -> None:
     left, right = st.columns(2)
     with left:
         st.subheader("Where this head stands among the heads")
-        st.plotly_chart(head_map_figure(_head_map(str(folder), str(atlas.manifest.get("counts"))), atlas.heads,
+        chart(st, head_map_figure(_head_map(str(folder), str(atlas.manifest.get("counts"))), atlas.heads,
                                         (layer, head)), key="atlas_map", config=CHART)
     with right:
         stat = measure if measure in STATS else "entropy"
         st.subheader(f"This sentence against the corpus ({stat})")
         if atlas.manifest["model"] == model:
             placement = sentence_against_corpus(result, atlas, stat, layer, head)
-            st.plotly_chart(placement_figure(placement.corpus, placement.value,
+            chart(st, placement_figure(placement.corpus, placement.value,
                                              f"layer {layer}, head {head}: {placement.value:.3f}, "
                                              f"above {placement.percentile:.0f}% of corpus sentences"),
                             key="atlas_placement", config=CHART)
@@ -109,7 +110,7 @@ def render(result: AttentionResult) -> None:
         top = cache.run(atlas.manifest["model"], row["text"])
         figure = attention_heatmap(top.pattern(top.attentions()[0], layer, head), list(top.tokens.labels),
                                    title=f"line {row['line']} ({stat} {row['value']:.3f})")
-        st.plotly_chart(figure, key=f"atlas_top_{i}", config=CHART)
+        chart(st, figure, key=f"atlas_top_{i}", config=CHART)
 
     st.subheader("Queries and keys of this head (AttentionViz)")
     method = choice("Projection", list(METHODS), "atlas_method", widget="radio", horizontal=True)
@@ -151,6 +152,6 @@ def _qk_view(folder: Path, layer: int, head: int, method: str, color_by: str) ->
     elif state == "failed":
         plain.error(f"{method.upper()} failed: {embedding}")
     elif state == "ready":
-        st.plotly_chart(qk_scatter(embedding.xy, embedding.label, embedding.line, embedding.position, embedding.kind,
+        chart(st, qk_scatter(embedding.xy, embedding.label, embedding.line, embedding.position, embedding.kind,
                                    color_by, f"layer {layer}, head {head}: {embedding.n} queries and keys ({method})"),
                         key="atlas_qk", config=CHART)

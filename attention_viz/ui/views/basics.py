@@ -22,6 +22,7 @@ from ...figures.basics import (
 from ...figures.heatmap import attention_heatmap
 from ...result import AttentionResult
 from ..widgets import choice, integer, number
+from ..export import chart
 
 D_KS = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
 
@@ -37,7 +38,7 @@ def scoring_cached(draw: int, q_size: int, k_size: int) -> dict[str, np.ndarray 
 
 
 def _chart(figure, key: str) -> None:
-    st.plotly_chart(figure, key=key, config={"displaylogo": False})
+    chart(st, figure, key=key, config={"displaylogo": False})
 
 
 def render(result: AttentionResult | None = None) -> None:

@@ -11,11 +11,12 @@ from ...errors import ModelError
 from ...figures.heatmap import attention_heatmap
 from ...names import ENCODER_SELF
 from ...result import AttentionResult
-from ...selection import Choice, displayed, merged_labels
+from ...selection import Choice, displayed, merged_labels, misalignment
 from .. import cache, plain
-from ..controls import attention_picker, layer_head_picker
+from ..controls import attention_picker, layer_head_picker, pair_scale
 from ..inputs import EXAMPLES, MAX_TEXT
 from ..widgets import choice, text
+from ..export import chart
 
 TIRED = EXAMPLES["Coreference — tired (it → animal)"]
 WIDE = EXAMPLES["Coreference — wide (it → street)"]
@@ -35,13 +36,16 @@ def render(result: AttentionResult) -> None:
 
 def two_heads(result: AttentionResult) -> None:
     group = attention_picker(result, key="compare_group")
-    left, right = st.columns(2)
+    columns = st.columns(2)
     last = result.n_layers(*group) - 1
-    for column, side, start in ((left, "a", 0), (right, "b", last)):  # start on two different heads
+    shown = []
+    for column, side, start in zip(columns, "ab", (0, last)):  # start on two different heads
         with column:
             layer, head = layer_head_picker(result, group, key=f"compare_{side}", layer=start)
-            shown = displayed(result, Choice(group, layer, head))
-            st.plotly_chart(attention_heatmap(shown.matrix, shown.query_labels, shown.key_labels,
+            shown.append((side, layer, head, displayed(result, Choice(group, layer, head))))
+    top = pair_scale("compare_separate", *(s.matrix for *_, s in shown))
+    for column, (side, layer, head, one) in zip(columns, shown):
+        chart(column, attention_heatmap(one.matrix, one.query_labels, one.key_labels, zmax=top,
                                               title=f"layer {layer}, head {head}"), key=f"compare_chart_{side}")
 
 
@@ -57,17 +61,17 @@ def two_sentences(result: AttentionResult, text_b: str) -> None:
     group = attention_picker(result, key="compare_pair_group")
     layer, head = layer_head_picker(result, group, key="compare_pair")
     a, b = displayed(result, Choice(group, layer, head)), displayed(other, Choice(group, layer, head))
+    top = pair_scale("compare_separate", a.matrix, b.matrix)
     left, right = st.columns(2)
-    left.plotly_chart(attention_heatmap(a.matrix, a.query_labels, a.key_labels, title="sentence A"),
+    chart(left, attention_heatmap(a.matrix, a.query_labels, a.key_labels, title="sentence A", zmax=top),
                       key="compare_pair_a")
-    right.plotly_chart(attention_heatmap(b.matrix, b.query_labels, b.key_labels, title="sentence B"),
+    chart(right, attention_heatmap(b.matrix, b.query_labels, b.key_labels, title="sentence B", zmax=top),
                        key="compare_pair_b")
-    if a.matrix.shape != b.matrix.shape:
-        st.info(f"The sentences have {a.matrix.shape[1]} and {b.matrix.shape[1]} key tokens (and "
-                f"{a.matrix.shape[0]} and {b.matrix.shape[0]} query tokens): a cell-by-cell difference needs "
-                "the same numbers.")
+    reason = misalignment(a.query_labels, b.query_labels) or misalignment(a.key_labels, b.key_labels)
+    if reason is not None:
+        st.info(reason)
         return
-    st.plotly_chart(
+    chart(st, 
         attention_heatmap(difference(a.matrix, b.matrix), merged_labels(a.query_labels, b.query_labels),
                           merged_labels(a.key_labels, b.key_labels), diverging=True,
                           title="A − B (red: A attends more)", colorbar_title="A − B"),
@@ -89,10 +93,11 @@ def coreference_preset(model: str) -> None:
         return
     st.markdown(f"**{TIRED}** vs **{WIDE}** — the heads where *it* attends most to *animal* with *tired*:")
     st.dataframe(found.rows, hide_index=True, key="coref_table")
+    top = pair_scale("compare_separate", found.tired_row, found.wide_row)
     left, right = st.columns(2)
     for column, row, run, name in ((left, found.tired_row, tired, "tired"), (right, found.wide_row, wide, "wide")):
-        column.plotly_chart(
-            attention_heatmap(row, ["it"], list(run.tokens.labels),
+        chart(column, 
+            attention_heatmap(row, ["it"], list(run.tokens.labels), zmax=top,
                               title=f"“it” with {name}: layer {found.layer}, head {found.head}"),
             key=f"coref_{name}",
         )

@@ -12,6 +12,8 @@ from ...result import AttentionResult
 from ...selection import default_token, group_tokens
 from ..controls import attention_picker, layer_head_picker, token_picker
 from ..plain import literal
+from ..tables import clicked_tile, follow
+from ..export import chart
 
 
 def render(result: AttentionResult) -> None:
@@ -25,7 +27,9 @@ def render(result: AttentionResult) -> None:
     with right:
         k = token_picker("Key token (attended to)", keys, "focus_key", default_token(keys, "animal", 0))
     stack = result.stack("pattern", *group)
-    st.plotly_chart(focus_heatmap(focus_matrix(stack, q, k), queries[q], keys[k]), key="focus_chart")
+    event = chart(st, focus_heatmap(focus_matrix(stack, q, k), queries[q], keys[k], q, k), key="focus_chart",
+                  on_select="rerun", selection_mode="points")
+    follow(clicked_tile(event, stack.shape[1]), "focus_chart", "focus_layer", "focus_head")
 
     st.subheader(f"The attention row of “{literal(queries[q])}” in one head")
     layer, head = layer_head_picker(result, group, key="focus", reductions=False)

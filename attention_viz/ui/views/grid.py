@@ -8,27 +8,31 @@ from ...figures.grid import heads_grid
 from ...figures.heatmap import attention_heatmap
 from ...names import CROSS
 from ...result import AttentionResult
-from ...selection import group_tokens, head_table
+from ...selection import group_tokens
+from ...selection import head_table as table_of  # the rows; ..tables draws them
 from ..controls import attention_picker, layer_head_picker
-from ..export import figure_downloads
+from ..tables import clicked_tile, follow, head_table
+from ..export import chart, figure_downloads
 
 
 def render(result: AttentionResult) -> None:
     group = attention_picker(result, key="grid_group")
     stack = result.stack("pattern", *group)  # [layers, heads, q, k]
     query_tokens, key_tokens = group_tokens(result, group)
-    grid = heads_grid(stack, title="every head (rows: layers, columns: heads)")
-    st.plotly_chart(grid, key="grid_chart", config={"displaylogo": False})
-    figure_downloads(grid, "attention-all-heads", key="grid")
-
-    st.subheader("Enlarge one head")
-    layer, head = layer_head_picker(result, group, key="grid", reductions=False)
-    enlarged = attention_heatmap(stack[layer, head], list(query_tokens.labels), list(key_tokens.labels),
-                                 title=f"layer {layer}, head {head}")
-    st.plotly_chart(enlarged, key="grid_enlarged", config={"displaylogo": False})
+    grid = heads_grid(stack, title="every head (rows: layers, columns: heads) — click one to enlarge it")
+    event = chart(st, grid, key="grid_chart", on_select="rerun", selection_mode="points")
+    figure_downloads(grid, "grid_chart")
+    follow(clicked_tile(event, stack.shape[1]), "grid_chart", "grid_layer", "grid_head")
 
     st.subheader("Per-head statistics and roles")
     if group == CROSS:
         st.caption("Cross-attention relates target positions to source positions of another sentence, so the "
                    "statistics that compare positions (previous token, self, next token, offsets) are left out.")
-    st.dataframe(head_table(result, group), key="grid_stats", hide_index=True, on_select="ignore")
+    st.caption("Click a row to enlarge that head below.")
+    follow(head_table(table_of(result, group), "grid_stats"), "grid_stats", "grid_layer", "grid_head")
+
+    st.subheader("Enlarge one head")
+    layer, head = layer_head_picker(result, group, key="grid", reductions=False)
+    enlarged = attention_heatmap(stack[layer, head], list(query_tokens.labels), list(key_tokens.labels),
+                                 title=f"layer {layer}, head {head}")
+    chart(st, enlarged, key="grid_enlarged")

@@ -5,16 +5,19 @@ from __future__ import annotations
 import streamlit as st
 
 from ...figures.heatmap import attention_heatmap
+from ...names import ENCODER_SELF
 from ...result import AttentionResult
 from ...selection import Choice, displayed
+from .. import cache
 from ..controls import attention_picker, layer_head_picker
-from ..export import figure_downloads
+from ..export import chart, figure_downloads
 from ..widgets import flag, number
 
 
 def render(result: AttentionResult) -> None:
     group = attention_picker(result, key="head_group")
-    layer, head = layer_head_picker(result, group, key="head")
+    start_layer, start_head = cache.landing_head(result) if group == ENCODER_SELF else (0, 0)
+    layer, head = layer_head_picker(result, group, key="head", layer=start_layer, head=start_head)
     options = st.columns(3)
     with options[0]:
         hide_special = flag("Hide special tokens", "head_hide_special")
@@ -28,5 +31,5 @@ def render(result: AttentionResult) -> None:
     title = f"layer {layer}, {'head ' + str(head) if isinstance(head, int) else head + ' of heads'}"
     figure = attention_heatmap(shown.matrix, shown.query_labels, shown.key_labels, title=title,
                                threshold=threshold)
-    st.plotly_chart(figure, key="head_chart", config={"displaylogo": False})
-    figure_downloads(figure, f"attention-L{layer}-H{head}", key="head")
+    chart(st, figure, key="head_chart", config={"displaylogo": False})
+    figure_downloads(figure, "head_chart")

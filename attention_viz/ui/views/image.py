@@ -28,7 +28,7 @@ from ...images import MAX_BYTES, read_image
 from ...result import AttentionResult
 from ...trained.scenes import BACKGROUND, generate
 from .. import cache, plain
-from ..export import figure_downloads
+from ..export import chart, figure_downloads
 
 MODEL = "show-attend-tell"
 CAPTIONER, VIT = "captioner", "vit"
@@ -159,20 +159,20 @@ def _show(result: CaptionResult) -> None:
     boxes = [b.box for b in result.boxes] if show_boxes else []
     word_map = result.attention[t]
     figure = word_attention_figure(result.image, word_map, f"{t + 1}. {result.words[t]}", smooth, boxes)
-    left.plotly_chart(figure, key="image_word_map")
+    chart(left, figure, key="image_word_map")
     with right:
         rows, cols = result.grid
-        st.plotly_chart(grid_values_figure(word_map, f"the raw weights: {rows}×{cols} regions"), key="image_raw")
+        chart(st, grid_values_figure(word_map, f"the raw weights: {rows}×{cols} regions"), key="image_raw")
     _localization(result, t)
 
     st.subheader("2 · The whole caption")
     strip = caption_strip_figure(result.image, result.words, result.attention, smooth)
-    st.plotly_chart(strip, key="image_strip")
+    chart(st, strip, key="image_strip")
     st.caption("Each word's map, brightest where the model looked most (each map scaled to its own maximum). "
                "Words like “a” or “above” need no particular place and often look broadly.")
     with st.expander("Downloads"):
-        figure_downloads(strip, "caption-attention", key="image_strip_export")
-        figure_downloads(figure, f"word-{t + 1}-attention", key="image_word_export")
+        figure_downloads(strip, "image_strip")
+        figure_downloads(figure, "image_word_map")
         st.download_button("Caption and maps (.npz)", data=result.to_npz_bytes, file_name="caption.npz",
                            mime="application/octet-stream", key="image_npz", on_click="ignore")
 
@@ -250,24 +250,24 @@ def _show_vit(view: PatchAttention, result: AttentionResult) -> None:
     cls_map = view.cls[layer, head]
     one = word_attention_figure(view.image, cls_map, f"layer {layer}, head {head}: [CLS] over the patches", smooth,
                                 scale=scale_for(size))
-    left.plotly_chart(one, key="vit_head_map")
+    chart(left, one, key="vit_head_map")
     with right:
-        st.plotly_chart(grid_values_figure(cls_map, f"the raw weights: {rows}×{cols} patches"), key="vit_raw")
+        chart(st, grid_values_figure(cls_map, f"the raw weights: {rows}×{cols} patches"), key="vit_raw")
     st.caption(f"[CLS] keeps {100 * view.cls_self[layer, head]:.0f} % of this head's attention on itself; the "
                "rest is spread over the patches as drawn (each map scaled to its own maximum).")
 
     st.subheader(f"2 · Every head of layer {layer}")
     heads_strip = heads_strip_figure(view.image, view.cls[layer], smooth, scale_for(size, STRIP_PIXELS))
-    st.plotly_chart(heads_strip, key="vit_heads")
+    chart(st, heads_strip, key="vit_heads")
 
     st.subheader("3 · Rollout over the layers")
     rollout_strip = rollout_strip_figure(view.image, view.rollout, smooth, scale_for(size, STRIP_PIXELS))
-    st.plotly_chart(rollout_strip, key="vit_rollout")
+    chart(st, rollout_strip, key="vit_rollout")
     st.caption("After layer l: how much of [CLS]'s representation rollout traces back to each input patch. It "
                "ignores the values and the MLPs, so it is an estimate of where information came from.")
     with st.expander("Downloads"):
-        figure_downloads(one, f"vit-layer-{layer}-head-{head}", key="vit_head_export")
-        figure_downloads(heads_strip, f"vit-layer-{layer}-heads", key="vit_heads_export")
-        figure_downloads(rollout_strip, "vit-rollout", key="vit_rollout_export")
+        figure_downloads(one, "vit_head_map")
+        figure_downloads(heads_strip, "vit_heads")
+        figure_downloads(rollout_strip, "vit_rollout")
         st.download_button("Attention tensors (.npz)", data=result.to_npz_bytes, file_name="vit-attention.npz",
                            mime="application/octet-stream", key="vit_npz", on_click="ignore")

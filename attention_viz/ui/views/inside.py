@@ -14,8 +14,9 @@ from ...inside import InsideHead
 from ...names import ENCODER_SELF
 from ...result import AttentionResult
 from .. import cache
-from ..controls import layer_head_picker
+from ..controls import layer_head_picker, pair_scale
 from ..widgets import flag, integer
+from ..export import chart
 
 GROUP = ENCODER_SELF
 WINDOW = 96  # tokens drawn at most per axis: 17 charts of 512 tokens would send ~13 MB
@@ -36,7 +37,7 @@ class Shown:
 
 
 def _chart(figure, key: str) -> None:
-    st.plotly_chart(figure, key=key, config={"displaylogo": False})
+    chart(st, figure, key=key, config={"displaylogo": False})
 
 
 def token_window(n: int) -> slice:
@@ -130,12 +131,14 @@ def scores_and_softmax(shown: Shown) -> None:
         _chart(attention_heatmap(ih.pattern[w, w], labels, title=f"softmax: layer {layer}, {hk}"), "inside_pattern")
         st.caption(eq["pattern"] + ". This is the head's attention pattern, as in the head heatmap view.")
     else:
+        top = pair_scale("inside_separate", real.pattern[w, w], ih.pattern[w, w])
         left, right = st.columns(2)
         with left:
-            _chart(attention_heatmap(real.pattern[w, w], labels, title=f"softmax(QKᵀ / √{dk}): the model"),
+            _chart(attention_heatmap(real.pattern[w, w], labels, title=f"softmax(QKᵀ / √{dk}): the model", zmax=top),
                    "inside_pattern_scaled")
         with right:
-            _chart(attention_heatmap(ih.pattern[w, w], labels, title="softmax(QKᵀ): not scaled"), "inside_pattern")
+            _chart(attention_heatmap(ih.pattern[w, w], labels, title="softmax(QKᵀ): not scaled", zmax=top),
+                   "inside_pattern")
         _chart(saturation_figure(real.pattern[w], ih.pattern[w], labels, dk), "inside_saturation")
         st.caption(
             f"Without ÷√{dk} the scores are {dk ** 0.5:.2g}× larger, and softmax exaggerates differences: most "

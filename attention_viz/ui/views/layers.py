@@ -13,6 +13,7 @@ from ...selection import default_token, group_tokens
 from .. import cache
 from ..controls import attention_picker, token_picker
 from ..plain import literal
+from ..export import chart
 
 
 @st.cache_resource(max_entries=32, show_spinner="Computing the attention flow…")
@@ -32,7 +33,7 @@ def render(result: AttentionResult) -> None:
     q = token_picker("Token", labels, "layers_query", default_token(labels, "it", 0))
     stack = result.stack("pattern", *group)  # [layers, heads, q, k]
     per_layer, rolled = across_layers(stack, q)
-    st.plotly_chart(
+    chart(st, 
         attention_heatmap(per_layer, [f"layer {i}" for i in range(len(per_layer))], labels,
                           title=f"“{labels[q]}” in every layer (mean of heads)"),
         key="layers_rows",
@@ -41,7 +42,7 @@ def render(result: AttentionResult) -> None:
     st.subheader("Attention rollout")
     st.caption("Each layer's head mean plus the residual identity (½A + ½I), rows renormalized, multiplied "
                "through the layers: how much of each input token reaches each position.")
-    st.plotly_chart(attention_heatmap(rolled, labels, labels, title="rollout after the last layer"),
+    chart(st, attention_heatmap(rolled, labels, labels, title="rollout after the last layer"),
                     key="layers_rollout")
 
     st.subheader("Attention flow")
@@ -53,5 +54,5 @@ def render(result: AttentionResult) -> None:
     if flow.matrix is not None:
         rows = labels if flow.rows is None else [labels[i] for i in flow.rows]
         title = "attention flow" if flow.rows is None else f"attention flow of “{labels[q]}”"
-        st.plotly_chart(attention_heatmap(flow.matrix, rows, labels, title=title),
+        chart(st, attention_heatmap(flow.matrix, rows, labels, title=title),
                         key="layers_flow" if flow.rows is None else "layers_flow_row")

@@ -25,9 +25,10 @@ from ...position_codes import pair_rotation, simple_codes, sinusoidal_table
 from ...names import ENCODER_SELF
 from ...result import AttentionResult
 from .. import cache
-from ..controls import layer_head_picker
+from ..controls import layer_head_picker, pair_scale
 from ..plain import literal
 from ..widgets import choice, integer, several
+from ..export import chart
 
 GROUP = ENCODER_SELF
 D_MODELS = [16, 32, 64, 128, 256, 384, 512]
@@ -51,7 +52,7 @@ def position_table(model: str) -> np.ndarray | None:
 
 
 def _chart(figure, key: str) -> None:
-    st.plotly_chart(figure, key=key, config={"displaylogo": False})
+    chart(st, figure, key=key, config={"displaylogo": False})
 
 
 def render(result: AttentionResult) -> None:
@@ -178,12 +179,14 @@ def with_and_without(result: AttentionResult) -> None:
     bare = run_without_positions(result.model, result.tokens.text)
     labels = list(result.tokens.labels)
     with_pos, without = result.pattern(GROUP, layer, head), bare.pattern(GROUP, layer, head)
+    top = pair_scale("positional_separate", with_pos, without)
     left, right = st.columns(2)
     with left:
-        _chart(attention_heatmap(with_pos, labels, title=f"with positions: layer {layer}, head {head}"),
+        _chart(attention_heatmap(with_pos, labels, title=f"with positions: layer {layer}, head {head}", zmax=top),
                "positional_with")
     with right:
-        _chart(attention_heatmap(without, labels, title=f"positions switched off: layer {layer}, head {head}"),
+        _chart(attention_heatmap(without, labels, title=f"positions switched off: layer {layer}, head {head}",
+                                 zmax=top),
                "positional_without")
     st.caption(
         "Without positions, self-attention is *permutation equivariant*: shuffle the words and every token keeps "

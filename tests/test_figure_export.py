@@ -1,0 +1,55 @@
+"""Figures leave the app paper-ready: the camera button saves PNG at 3× (or SVG), under one naming
+scheme, with a subtitle saying model, sentence and settings; the HTML download is built for the
+figure on screen."""
+
+import json
+
+from apphelpers import app, switch_view
+
+from attention_viz.figures.export import camera_config, download_name, subtitle
+
+VIEWS = ["head", "grid", "focus", "layers", "compare", "inside", "positional", "causal", "basics"]
+
+
+def configs(at) -> dict[str, dict]:
+    return {chart.key: json.loads(chart.proto.config) for chart in at.get("plotly_chart")}
+
+
+def test_every_figure_of_every_view_saves_at_scale_3_under_one_naming_scheme():
+    at = app()
+    seen = 0
+    for view in VIEWS:
+        switch_view(at, view)
+        assert not at.exception, view
+        for key, config in configs(at).items():
+            options = config["toImageButtonOptions"]
+            assert options["scale"] >= 2 and options["format"] == "png", (view, key)
+            assert options["filename"].startswith(f"attention-viz_minilm_{view}_"), (view, key, options)
+            seen += 1
+    assert seen >= 20
+
+
+def test_the_svg_choice_reaches_every_camera_button_and_the_link():
+    at = app(view="grid", image_format="svg")
+    formats = {c["toImageButtonOptions"]["format"] for c in configs(at).values()}
+    assert formats == {"svg"}
+    assert at.query_params["image_format"] in ("svg", ["svg"])
+
+
+def test_the_head_figure_names_model_sentence_and_settings():
+    at = app(layer="2", head="4", threshold="0.05")
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    title, under = spec["layout"]["title"]["text"], spec["layout"]["title"]["subtitle"]["text"]
+    assert "layer 2, head 4" in title
+    assert under.startswith("minilm · “The animal didn't cross") and "threshold 0.05" in under
+    name = configs(at)["head_chart"]["toImageButtonOptions"]["filename"]
+    assert name == "attention-viz_minilm_head_chart_L2H4"
+    html = [b for b in at.get("download_button") if b.proto.label.startswith("Download figure")]
+    assert html  # built now (bytes), not a callable that a later run can lose
+
+
+def test_names_and_subtitles_keep_user_text_harmless():
+    assert download_name("hf:/models/../x y", "head", "L1H2") == "attention-viz_hf-models-..-x-y_head_L1H2"
+    line = subtitle("minilm", "<b>bold</b> " + "word " * 40, "layer 1")
+    assert "<b>" not in line and "&lt;b&gt;" in line and line.endswith("· layer 1") and "…" in line
+    assert camera_config("n", "gif")["toImageButtonOptions"]["format"] == "png"
