@@ -25,7 +25,7 @@ from attention_viz.errors import ModelError
 from attention_viz.ui import cache, plain
 from attention_viz.ui.export import image_format_picker, result_downloads
 from attention_viz.ui.inputs import request_panel
-from attention_viz.ui.state import remember, seed_from_url, write_to_url
+from attention_viz.ui.state import remember, seed_from_url, share, write_to_url
 from attention_viz.ui.views import (
     ablation,
     atlas,
@@ -129,3 +129,5 @@ else:
             result_downloads(result)
 
 write_to_url(request.model)
+with st.sidebar:
+    share(request.model)

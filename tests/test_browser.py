@@ -109,3 +109,63 @@ def test_clicking_a_head_in_token_focus_opens_its_row(app_url, page):
     cells = page.locator(".js-plotly-plot").first.locator(".scatterlayer .points path")
     cells.nth(3 * 12 + 1).click(force=True)  # layer 3, head 1
     wait_for_link(page, {"layer": "3", "head": "1", "view": "focus"})
+
+
+def shared_link(page) -> str:
+    """The "Copy link" box's text (the sidebar's code block)."""
+    return page.locator("[data-testid='stSidebar'] [data-testid='stCode'] code").inner_text().strip()
+
+
+def picture(page) -> list:
+    """What the view shows: each figure's title and tick labels, and each checkbox's state."""
+    page.wait_for_timeout(500)
+    plots = page.locator(".js-plotly-plot")
+    shown = [(plots.nth(i).locator(".gtitle").all_text_contents(), plots.nth(i).locator(".xtick text").all_text_contents(),
+              plots.nth(i).locator(".ytick text").all_text_contents()) for i in range(plots.count())]
+    boxes = page.locator("[data-testid='stCheckbox'] input").evaluate_all("els => els.map(e => e.checked)")
+    return [shown, boxes]
+
+
+def test_a_link_made_after_changing_several_controls_opens_identically_in_a_fresh_browser(app_url, browser, page):
+    page.goto(f"{app_url}/?view=head")
+    wait_for_heatmap(page, "layer 3, head 1")
+    page.get_by_text("Hide special tokens").click()
+    wait_for_link(page, {"hide_special": "1"})
+    page.get_by_text("Word level").click()
+    wait_for_link(page, {"words": "1"})
+    for step in range(1, 4):  # one key at a time: a rerun redraws the slider
+        page.get_by_role("slider").nth(2).press("ArrowRight")
+        wait_for_link(page, {"threshold": f"{step / 100:g}"})
+    links = {"head": (shared_link(page), picture(page))}
+
+    page.goto(f"{app_url}/?view=compare")
+    wait_for_heatmap(page, "layer 5, head 0")
+    page.get_by_text("Separate colour scales").click()
+    wait_for_link(page, {"separate": "1"})
+    b_layer = page.get_by_role("slider").nth(2)  # sliders: A layer, A head, B layer, B head
+    b_layer.focus()
+    b_layer.press("ArrowLeft")
+    wait_for_heatmap(page, "layer 4, head 0")
+    wait_for_link(page, {"b_layer": "4", "separate": "1"})
+    links["compare"] = (shared_link(page), picture(page))
+
+    page.goto(f"{app_url}/?view=focus")
+    wait_for_heatmap(page, "attention from it to animal")
+    page.get_by_label("Key token (attended to)").click()
+    page.get_by_role("option", name="8: street").click()
+    wait_for_heatmap(page, "attention from it to street")
+    wait_for_link(page, {"key": "8"})
+    links["focus"] = (shared_link(page), picture(page))
+
+    fresh = browser.new_context(viewport={"width": 1400, "height": 1000})  # no cookies, no session
+    try:
+        for view, (link, seen) in links.items():
+            assert "view=" + view in link
+            other = fresh.new_page()
+            other.goto(link if link.startswith("http") else f"{app_url}/{link}")
+            wait_for_heatmap(other)
+            assert picture(other) == seen, view
+            assert shared_link(other) == link, view
+            other.close()
+    finally:
+        fresh.close()

@@ -10,6 +10,8 @@ offers, and records the value it shows. After the run exactly the recorded value
 
 from __future__ import annotations
 
+import urllib.parse
+
 import streamlit as st
 
 from ..backends.registry import DEFAULT_MODEL
@@ -62,3 +64,16 @@ def was_cut(key: str) -> bool:
 def write_to_url(model: str) -> None:
     """Replace the query string with the model and every choice drawn in this run."""
     st.query_params.from_dict({"model": model, **st.session_state[SHOWN]})
+
+
+def link(model: str) -> str:
+    """The address that reopens this view: the page's own address with every choice drawn."""
+    page = urllib.parse.urlsplit(st.context.url or "")
+    query = urllib.parse.urlencode({"model": model, **st.session_state[SHOWN]})
+    return urllib.parse.urlunsplit((page.scheme, page.netloc, page.path, query, "")) if page.netloc else f"?{query}"
+
+
+def share(model: str) -> None:
+    """A "Copy link" box: the link in a code block, whose copy button puts it on the clipboard."""
+    st.caption("Copy link (the copy icon on the right) — it reopens exactly this view:")
+    st.code(link(model), language=None, wrap_lines=True)
