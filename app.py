@@ -21,6 +21,7 @@ import plotly.io  # noqa: F401
 import pyarrow  # noqa: F401
 import streamlit as st
 
+from attention_viz.backends.registry import HF_PREFIX
 from attention_viz.errors import ModelError
 from attention_viz.ui import cache, plain
 from attention_viz.ui.export import image_format_picker, result_downloads
@@ -81,6 +82,10 @@ st.title("attention-viz")
 
 def run_model():
     """The cached result of the request, or None after telling the user why not."""
+    if request.model == HF_PREFIX:  # the hf: box is still empty: a hint, not an error
+        st.info("Type a transformers model in the sidebar: a local folder or a hub id (what a folder needs is "
+                "listed under the box).")
+        return None
     if not request.text.strip():
         st.info("Type a sentence in the sidebar (or pick an example) to see its attention.")
         return None

@@ -130,3 +130,25 @@ def misalignment(a: list[str], b: list[str]) -> str | None:
                 "subtract different words from each other. Change a word or two of the first sentence "
                 "(as in the tired / wide pair) to see a difference.")
     return None
+
+
+COLOUR_SCALES = ("linear", "row", "log")
+LOG_FLOOR = 1e-4  # weights below this share one colour on the log scale
+
+
+def rescaled(matrix: np.ndarray, scale: str) -> tuple[np.ndarray, str]:
+    """What the colours show and the colour bar's title. ``row``: each row divided by its largest
+    weight (a long row's peak is dark even when it is 0.02); ``log``: log10 of the weight, so
+    small weights are told apart. NaN (blanked) cells stay NaN."""
+    if scale == "row":
+        top = np.nanmax(np.where(np.isfinite(matrix), matrix, -np.inf), axis=1, keepdims=True)
+        return (matrix / np.where(top > 0, top, 1.0)).astype(np.float32), "÷ row's largest"
+    if scale == "log":
+        return np.log10(np.maximum(matrix, LOG_FLOOR)).astype(np.float32), "log10 weight"
+    return matrix, "weight"
+
+
+def window(shown: Displayed, query_start: int, key_start: int, size: int) -> Displayed:
+    """``size`` × ``size`` of ``shown`` from the given query and key positions (long inputs)."""
+    rows, cols = slice(query_start, query_start + size), slice(key_start, key_start + size)
+    return Displayed(shown.matrix[rows, cols], shown.query_labels[rows], shown.key_labels[cols], shown.notes)

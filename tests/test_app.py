@@ -255,3 +255,29 @@ def test_plain_streamlit_run_gets_the_settings_make_run_uses():
             f"print([config.get_option(k) for k in {SETTINGS!r}])")
     out = subprocess.run([sys.executable, "-c", read], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str([True, "none", False, "viewer"])
+
+
+def test_picking_hf_says_what_a_folder_needs_and_shows_no_error_before_anything_is_typed():
+    at = app()
+    at.sidebar.selectbox(key="model_choice").set_value("hf: (any transformers model)").run()
+    assert not at.exception and not at.error
+    assert any("Type a transformers model" in m for m in messages(at))
+    hint = " ".join(c.value for c in at.sidebar.caption)
+    assert "config.json" in hint and "tokenizer.json" in hint and "ATTENTION_VIZ_MODEL_ROOTS" in hint
+
+
+def test_a_long_input_gets_a_window_with_every_tick_and_positions_in_hover():
+    text = " ".join(f"word{i % 7} the" for i in range(60))  # > 64 tokens, many "the"
+    at = app(text=text, query_from="10", key_from="20")
+    assert not at.exception and not at.error
+    spec = charts(at)[0]
+    assert len(spec["layout"]["xaxis"]["ticktext"]) == 64 == len(spec["layout"]["yaxis"]["ticktext"])
+    assert spec["data"][0]["x"][0].startswith("20: ") and spec["data"][0]["y"][0].startswith("10: ")
+    assert at.query_params["key_from"] in ("20", ["20"])
+
+
+def test_colour_scales_per_row_and_log():
+    row = charts(app(scale="row"))[0]["data"][0]
+    assert row["zmax"] == 1.0 and row["colorbar"]["title"]["text"] == "÷ row's largest"
+    log = charts(app(scale="log"))[0]["data"][0]
+    assert (log["zmin"], log["zmax"]) == (-4.0, 0.0)

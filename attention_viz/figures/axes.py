@@ -27,18 +27,18 @@ def hover_text(text: str) -> str:
     return plotly_text(text).replace("%{", "%\u200b{")
 
 
-def categories(labels: Sequence[str]) -> list[str]:
+def categories(labels: Sequence[str], start: int = 0) -> list[str]:
     """One axis value per position, ``"3: the"``: unique even when tokens repeat, and what hover
     shows, so among many "the" the user sees which one (long labels shortened)."""
-    return [plotly_text(f"{i}: {shorten(label)}") for i, label in enumerate(labels)]
+    return [plotly_text(f"{i}: {shorten(label)}") for i, label in enumerate(labels, start)]
 
 
-def token_axis(labels: Sequence[str], max_ticks: int = MAX_TICKS) -> dict:
+def token_axis(labels: Sequence[str], max_ticks: int = MAX_TICKS, start: int = 0) -> dict:
     """Plotly axis settings: categorical over positions, ticks = the plain token text.
 
     Beyond ``max_ticks`` tokens only every k-th position is labelled (hover still names each).
     """
-    values = categories(labels)
+    values = categories(labels, start)
     step = max(1, -(-len(values) // max_ticks))  # ceiling division
     shown = range(0, len(values), step)
     return dict(

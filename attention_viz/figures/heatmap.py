@@ -1,4 +1,4 @@
-"""The attention heatmap of one head (or a head mean/max): query rows × key columns."""
+"""The attention heatmap of one head (or the mean / max of heads): query rows × key columns."""
 
 from __future__ import annotations
 
@@ -29,10 +29,13 @@ def attention_heatmap(
     colorbar_title: str = "weight",
     hover: str = HOVER,
     diverging: bool = False,
+    starts: tuple[int, int] = (0, 0),
+    zrange: tuple[float, float] | None = None,
 ) -> go.Figure:
     """``pattern`` [query, key] as a heatmap; weights below ``threshold`` are left blank.
 
     ``diverging`` draws signed values (a difference of two patterns) red/blue around 0.
+    ``zrange`` fixes the colour range outright (e.g. a log scale's); ``starts``: the positions of the first query and key drawn, when the matrix is a window.
 
     Values go to the browser as float32 binary arrays (compact), labels once per axis.
     """
@@ -50,11 +53,11 @@ def attention_heatmap(
     figure = go.Figure(
         go.Heatmap(
             z=z,
-            x=categories(key_labels),
-            y=categories(query_labels),
+            x=categories(key_labels, starts[1]),
+            y=categories(query_labels, starts[0]),
             colorscale="RdBu_r" if diverging else "Blues",
-            zmin=-top if diverging else 0.0,
-            zmax=top,
+            zmin=zrange[0] if zrange else -top if diverging else 0.0,
+            zmax=zrange[1] if zrange else top,
             hovertemplate=f"{hover_text(title)}<br>{hover}" if title else hover,  # names layer and head
             colorbar=dict(title=dict(text=colorbar_title)),
             hoverongaps=False,
@@ -63,8 +66,8 @@ def attention_heatmap(
     figure.update_layout(
         # the title sits at the very top of the container, above the top-side key axis and its title
         title=dict(text=plotly_text(title), yref="container", y=0.99, yanchor="top", x=0.01, xanchor="left"),
-        xaxis=dict(token_axis(key_labels), title="key (attended to)", side="top", tickangle=-60),
-        yaxis=dict(token_axis(query_labels), title="query (attending)", autorange="reversed"),
+        xaxis=dict(token_axis(key_labels, start=starts[1]), title="key (attended to)", side="top", tickangle=-60),
+        yaxis=dict(token_axis(query_labels, start=starts[0]), title="query (attending)", autorange="reversed"),
         height=size,
         margin=dict(l=10, r=10, t=135 if title else 100, b=10),
         template="plotly_white",

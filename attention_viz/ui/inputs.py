@@ -22,6 +22,12 @@ EXAMPLES = {
     ),
 }
 HF_CHOICE = "hf: (any transformers model)"
+HF_FOLDER = (
+    "A local folder needs `config.json`, the weights (`model.safetensors` or `pytorch_model.bin`) and the "
+    "tokenizer's files (`tokenizer.json`, or `vocab.txt`, or `vocab.json` + `merges.txt`, or a SentencePiece "
+    "`.model`). On a shared server it must lie under one of the folders in `ATTENTION_VIZ_MODEL_ROOTS`. "
+    "Hub ids (such as `gpt2`) download only when `ATTENTION_VIZ_ALLOW_DOWNLOAD=1`."
+)
 MAX_TEXT = 20_000  # characters; longer texts are cut by the box (and from a link, with a message)
 
 
@@ -54,7 +60,8 @@ def model_picker() -> str:
     )
     if choice == HF_CHOICE:
         spec = st.text_input("transformers model (hub id or local folder)", key="hf_spec",
-                             help="Local folders work offline; hub ids need ATTENTION_VIZ_ALLOW_DOWNLOAD=1.")
+                             placeholder="/path/to/model-folder or a hub id")
+        st.caption(HF_FOLDER)
         return f"{HF_PREFIX}{spec.strip()}"
     return choice
 
@@ -64,6 +71,8 @@ def model_shape(model: str) -> str | None:
     (the page then says why)."""
     if model in MODELS:
         return MODELS[model].shape
+    if model == HF_PREFIX:  # nothing typed yet
+        return None
     try:
         return cache.backend(model).shape
     except Exception:  # noqa: BLE001 - the model run below reports the same failure, in one line

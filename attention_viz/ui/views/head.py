@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 from ...figures.heatmap import attention_heatmap
 from ...names import ENCODER_SELF
 from ...result import AttentionResult
-from ...selection import Choice, displayed
+from ...selection import COLOUR_SCALES, LOG_FLOOR, Choice, displayed, rescaled, window
 from .. import cache
 from ..controls import attention_picker, layer_head_picker
 from ..export import chart, figure_downloads
-from ..widgets import flag, number
+from ..widgets import choice, flag, integer, number
+
+WINDOW = 64  # tokens per side drawn at once: every tick labelled, cells large enough to read
+SCALE_NAMES = {"linear": "linear", "row": "per row", "log": "log"}
 
 
 def render(result: AttentionResult) -> None:
@@ -28,8 +32,24 @@ def render(result: AttentionResult) -> None:
     shown = displayed(result, Choice(group, layer, head, words, hide_special, threshold))
     for note in shown.notes:
         st.caption(note)
+    scale = choice("Colours", COLOUR_SCALES, "head_scale", widget="radio", horizontal=True,
+                   format_func=SCALE_NAMES.get, help="Per row: each row's largest weight is darkest, so long rows "
+                   "stay visible. Log: small weights are told apart.")
+    starts = (0, 0)
+    if max(shown.matrix.shape) > WINDOW:
+        st.caption(f"{shown.matrix.shape[0]} × {shown.matrix.shape[1]} tokens: showing a {WINDOW}-token window "
+                   "(every tick labelled); move it with the sliders. The numbers are those of the whole sentence.")
+        left, right = st.columns(2)
+        with left:
+            q0 = integer("First query shown", 0, max(shown.matrix.shape[0] - WINDOW, 0), "head_query_from", 0)
+        with right:
+            k0 = integer("First key shown", 0, max(shown.matrix.shape[1] - WINDOW, 0), "head_key_from", 0)
+        shown, starts = window(shown, q0, k0, WINDOW), (q0, k0)
+    z, colour_title = rescaled(shown.matrix, scale)
     title = f"layer {layer}, {'head ' + str(head) if isinstance(head, int) else head + ' of heads'}"
-    figure = attention_heatmap(shown.matrix, shown.query_labels, shown.key_labels, title=title,
-                               threshold=threshold)
+    figure = attention_heatmap(z, shown.query_labels, shown.key_labels, title=title, starts=starts,
+                               threshold=threshold if scale == "linear" else 0.0, colorbar_title=colour_title,
+                               hover=f"query %{{y}}<br>key %{{x}}<br>{colour_title} %{{z:.4f}}<extra></extra>",
+                               zrange=(float(np.log10(LOG_FLOOR)), 0.0) if scale == "log" else None)
     chart(st, figure, key="head_chart", config={"displaylogo": False})
     figure_downloads(figure, "head_chart")

@@ -40,7 +40,7 @@ def render(result: AttentionResult) -> None:
     )
 
     st.subheader("Attention rollout")
-    st.caption("Each layer's head mean plus the residual identity (½A + ½I), rows renormalized, multiplied "
+    st.caption("Each layer's mean of heads plus the residual identity (½A + ½I), rows renormalized, multiplied "
                "through the layers: how much of each input token reaches each position.")
     chart(st, attention_heatmap(rolled, labels, labels, title="rollout after the last layer"),
                     key="layers_rollout")
