@@ -35,7 +35,8 @@ nginx:
 test: install browser nginx
 	HF_HUB_OFFLINE=1 $(PY) -m pytest
 
-# The README's picture (docs/screenshot.png), taken in Chromium from a shared link; tests never write it.
+# The README's pictures (docs/screenshot.png = the landing view, docs/learn-*.png = the Learn path), taken in
+# Chromium from links; tests never write them.
 screenshot: install browser
 	$(PY) docs/screenshot.py
 

@@ -1,5 +1,9 @@
-"""Make the README's screenshot: the app served as `make run` does, a shared link opened in
-Debian's Chromium, the view saved as docs/screenshot.png. Run with `make screenshot`."""
+"""Make the README's pictures: the app served as `make run` does, each view opened from a link in
+Debian's Chromium and saved under docs/. Run with `make screenshot` (tests never write these).
+
+- docs/screenshot.png: the landing view (what a first visitor sees);
+- docs/learn-1-basics.png … docs/learn-5-encdec.png: the Learn path, in the sidebar's order.
+"""
 
 from __future__ import annotations
 
@@ -10,19 +14,30 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the browser helpers the real-browser tests use
 
-from browser import SHARED_VIEW, chromium, served_app, wait_for_heatmap  # noqa: E402
+from browser import chromium, served_app, wait_for_heatmap  # noqa: E402
 
-OUT = ROOT / "docs" / "screenshot.png"
+TRANSLATION = {"model": "toy-translate", "text": "the law was signed ."}
+SHOTS = [  # file name, link parameters, a title the page must show first (None: any figure)
+    ("screenshot.png", {}, "layer 3, head 1"),
+    ("learn-1-basics.png", {"view": "basics"}, None),
+    ("learn-2-inside.png", {"view": "inside"}, None),
+    ("learn-3-positional.png", {"view": "positional"}, None),
+    ("learn-4-causal.png", {**TRANSLATION, "view": "causal"}, None),
+    ("learn-5-encdec.png", {**TRANSLATION, "view": "encdec"}, None),
+]
 
 
 def main() -> None:
     with served_app() as url, chromium() as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{url}/?{urllib.parse.urlencode(SHARED_VIEW)}")
-        wait_for_heatmap(page, f"layer {SHARED_VIEW['layer']}, head {SHARED_VIEW['head']}")
-        page.wait_for_timeout(500)  # let the colour bar and fonts settle
-        page.screenshot(path=str(OUT), full_page=False)
-    print(f"wrote {OUT.relative_to(ROOT)} ({OUT.stat().st_size:,} bytes)")
+        for name, params, title in SHOTS:
+            page.goto(f"{url}/?{urllib.parse.urlencode(params)}" if params else url)
+            wait_for_heatmap(page, title, timeout=180_000) if title else page.wait_for_selector(
+                ".js-plotly-plot .main-svg", timeout=180_000)
+            page.wait_for_timeout(1500)  # let the remaining figures, colour bars and fonts settle
+            out = ROOT / "docs" / name
+            page.screenshot(path=str(out), full_page=False)
+            print(f"wrote {out.relative_to(ROOT)} ({out.stat().st_size:,} bytes)")
 
 
 if __name__ == "__main__":
