@@ -14,6 +14,7 @@ from ...result import AttentionResult
 from ...selection import Choice, displayed, merged_labels, misalignment
 from .. import cache, plain
 from ..controls import attention_picker, layer_head_picker, pair_scale
+from ..tables import head_table
 from ..inputs import EXAMPLES, MAX_TEXT
 from ..widgets import choice, text
 from ..export import chart
@@ -91,13 +92,12 @@ def coreference_preset(model: str) -> None:
         st.info("This model's tokenizer splits “it”, “animal” or “street” into pieces, so the preset cannot "
                 "point at them; minilm keeps them whole.")
         return
-    st.markdown(f"**{TIRED}** vs **{WIDE}** — the heads where *it* attends most to *animal* with *tired*:")
-    st.dataframe(found.rows, hide_index=True, key="coref_table")
-    top = pair_scale("compare_separate", found.tired_row, found.wide_row)
-    left, right = st.columns(2)
-    for column, row, run, name in ((left, found.tired_row, tired, "tired"), (right, found.wide_row, wide, "wide")):
-        chart(column, 
-            attention_heatmap(row, ["it"], list(run.tokens.labels), zmax=top,
-                              title=f"“it” with {name}: layer {found.layer}, head {found.head}"),
-            key=f"coref_{name}",
-        )
+    st.markdown(f"**{TIRED}** vs **{WIDE}** — the heads where *it* attends most to *animal* with *tired* "
+                "(click a row to see that head):")
+    layer, head = head_table(found.rows, "coref_table") or (found.layer, found.head)
+    rows = {name: run.pattern(ENCODER_SELF, layer)[head, found.it][None, :] for name, run in
+            (("tired", tired), ("wide", wide))}  # "it"'s row in that head, in each sentence
+    top = pair_scale("compare_separate", *rows.values())
+    for column, (name, row), run in zip(st.columns(2), rows.items(), (tired, wide)):
+        chart(column, attention_heatmap(row, ["it"], list(run.tokens.labels), zmax=top, starts=(found.it, 0),
+                                        title=f"“it” with {name}: layer {layer}, head {head}"), key=f"coref_{name}")
