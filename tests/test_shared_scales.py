@@ -60,7 +60,7 @@ def test_clicking_a_coreference_row_shows_that_head_in_both_sentences():
     at = app(view="compare", mode="coreference")
     table = at.dataframe[0].value
     second = (int(table["layer"].iloc[1]), int(table["head"].iloc[1]))
-    at.session_state["coref_table"] = {"selection"  # what a click on the second row sends: {"rows": [1], "columns": [], "cells": []}}
+    at.session_state["coref_table"] = {"selection": {"rows": [1], "columns": [], "cells": []}}  # a click on row 2
     at.run()
     titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
     assert all(f"layer {second[0]}, head {second[1]}" in t for t in titles), titles
