@@ -6,7 +6,9 @@ import json
 
 from apphelpers import app, switch_view
 
-from attention_viz.figures.export import camera_config, download_name, subtitle
+import plotly.graph_objects as go
+
+from attention_viz.figures.export import SUBTITLE_ROOM, camera_config, download_name, subtitle, with_subtitle
 
 VIEWS = ["head", "grid", "focus", "layers", "compare", "inside", "positional", "causal", "basics"]
 
@@ -53,3 +55,11 @@ def test_names_and_subtitles_keep_user_text_harmless():
     line = subtitle("minilm", "<b>bold</b> " + "word " * 40, "layer 1")
     assert "<b>" not in line and "&lt;b&gt;" in line and line.endswith("· layer 1") and "…" in line
     assert camera_config("n", "gif")["toImageButtonOptions"]["format"] == "png"
+
+
+def test_a_subtitle_adds_room_without_shrinking_the_plot():
+    fixed = go.Figure(layout=dict(height=300, margin=dict(t=50)))
+    with_subtitle(fixed, "minilm")
+    assert (fixed.layout.height, fixed.layout.margin.t) == (300 + SUBTITLE_ROOM, 50 + SUBTITLE_ROOM)
+    free = with_subtitle(go.Figure(), "minilm")  # Streamlit sizes it: only the margin grows
+    assert free.layout.height is None and free.layout.margin.t == 100 + SUBTITLE_ROOM

@@ -22,6 +22,7 @@ from attention_viz.backends.scratch import ScratchEncoderBackend
 from attention_viz.figures.axes import MAX_TICKS
 from attention_viz.hooks import capture
 from attention_viz.model import Transformer, TransformerConfig
+from attention_viz.ui.views.head import WINDOW
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the benchmark's texts of an exact token count, from any working directory
@@ -79,9 +80,11 @@ def test_what_the_browser_receives_at_512_tokens_stays_under_3_mb(long_text):
     for spec in [head, *grid.values()]:
         assert len(spec.encode()) <= 3 * MB
         assert '"bdata"' in spec  # values as a binary typed array, not a JSON list of numbers
-    layout = json.loads(head)["layout"]
-    assert len(layout["xaxis"]["categoryarray"]) == FULL_LENGTH  # every position is still there (hover)
-    assert len(layout["xaxis"]["ticktext"]) <= MAX_TICKS and len(layout["yaxis"]["ticktext"]) <= MAX_TICKS
+    window = json.loads(head)["layout"]  # the head view draws a window, every tick labelled
+    assert len(window["xaxis"]["categoryarray"]) == len(window["yaxis"]["categoryarray"]) == WINDOW
+    [enlarged] = [json.loads(spec)["layout"] for spec in grid.values() if "categoryarray" in spec]
+    assert len(enlarged["xaxis"]["categoryarray"]) == FULL_LENGTH  # every position is still there (hover)
+    assert len(enlarged["xaxis"]["ticktext"]) <= MAX_TICKS and len(enlarged["yaxis"]["ticktext"]) <= MAX_TICKS
 
 
 def test_moving_every_control_and_switching_every_view_runs_no_forward(forwards):

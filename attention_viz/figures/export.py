@@ -37,13 +37,19 @@ def subtitle(model: str, text: str | None, settings: str) -> str:
     return plotly_text(" · ".join(parts))
 
 
+SUBTITLE_ROOM = 18  # pixels: one line of 11-point text
+
+
 def with_subtitle(figure: go.Figure, line: str) -> go.Figure:
     """``figure`` with ``line`` as its title's subtitle (Plotly's ``title.subtitle``: the title
     itself stays what the builder wrote) and room made above the plot. Changed in place: copying a
-    512-token heatmap costs as much as building it, and figures are built afresh on every run."""
-    top = figure.layout.margin.t
+    512-token heatmap costs as much as building it, and figures are built afresh on every run.
+    A fixed height grows by the same room, so the plot area (an image's pixels) keeps its size."""
+    top, height = figure.layout.margin.t, figure.layout.height
     figure.update_layout(title_subtitle_text=line, title_subtitle_font=dict(size=11, color="#666"),
-                         margin_t=(100 if top is None else top) + 18)
+                         margin_t=(100 if top is None else top) + SUBTITLE_ROOM)
+    if height is not None:
+        figure.update_layout(height=height + SUBTITLE_ROOM)
     return figure
 
 
