@@ -33,11 +33,9 @@ import torch
 from ..trained import checkpoint
 from ..trained.decoding import greedy
 from ..trained.corpus import Vocab, generate
-from ..trained.rnn import RNNSeq2Seq
 from ..hooks import capture
 from ..analysis.ablation import Ablation
 from ..analysis.probes import sequence_probes
-from ..model import Transformer
 from ..names import Group
 from .ours import ablation_context, output_projection
 from ..masking import PaddedBatch, padded_batch
@@ -77,7 +75,7 @@ class TranslationBackend(Backend):
         self.src_vocab, self.tgt_vocab = trained.src_vocab, trained.tgt_vocab
         self.max_tokens = trained.max_len
         self.kinds = self.model.kinds
-        self.can_batch_with_padding = not isinstance(self.model, RNNSeq2Seq)
+        self.can_batch_with_padding = self.model.multi_head
         if not trained.has_attention:
             raise ModelError(f"{name} has no attention to show")
 
@@ -122,7 +120,7 @@ class TranslationBackend(Backend):
 
     @property
     def can_ablate(self) -> bool:  # type: ignore[override]
-        return isinstance(self.model, Transformer)
+        return self.model.multi_head
 
     def output_projection(self, group: Group, layer: int):
         return output_projection(self.model, group, layer) if self.can_ablate else None
@@ -163,11 +161,8 @@ class TranslationBackend(Backend):
     def _outputs(self, src: torch.Tensor, ys: torch.Tensor) -> Outputs:
         """Teacher-forced on ``ys`` (``<bos>`` first): log p of every following id, and the decoder states."""
         with torch.inference_mode():
-            if isinstance(self.model, RNNSeq2Seq):
-                hidden, logits = None, self.model(src, ys[:, :-1])
-            else:
-                states = self.model(src, ys[:, :-1])
-                hidden, logits = states[0].numpy(), self.model.logits(states)
+            states, logits = self.model.decoder_states(src, ys[:, :-1])
+            hidden = None if states is None else states[0].numpy()
             log_probs = logits.log_softmax(-1)[0].gather(-1, ys[0, 1:, None])[:, 0]
         return Outputs(hidden, log_probs.numpy())
 

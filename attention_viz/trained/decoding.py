@@ -44,6 +44,8 @@ class Seq2Seq(Protocol):
     :class:`RNNSeq2Seq`): nothing here or in the backend asks which one it is."""
 
     kinds: tuple[str, ...]  # the hook kinds its attention can capture
+    multi_head: bool  # scaled dot-product heads: each can be removed, and a padded batch is masked
+
 
     def start(self, src: torch.Tensor, src_padding: torch.Tensor | None = None) -> Any:
         """Encode the source; returns the decoding state."""
@@ -56,6 +58,10 @@ class Seq2Seq(Protocol):
         tgt_padding: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """(B, T, V) next-word logits for every decoder input position."""
+
+    def decoder_states(self, src: torch.Tensor, tgt: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """Teacher-forced: the decoder's output states (B, T, d) — ``None`` where they are not
+        comparable across models — and the (B, T, V) logits."""
 
 
 @torch.no_grad()

@@ -154,6 +154,7 @@ class RNNSeq2Seq(nn.Module):
     (``start`` / ``step`` / ``teacher_forced``) is :class:`TranslationTransformer`'s."""
 
     kinds = ("scores", "pattern")  # additive attention has no q, k, v or context heads
+    multi_head = False  # one additive attention: nothing to remove; batches run row by row
 
     def __init__(self, config: RNNConfig) -> None:
         super().__init__()
@@ -213,6 +214,10 @@ class RNNSeq2Seq(nn.Module):
     ) -> torch.Tensor:
         """(B, T, V) next-word logits for every decoder input position (= ``forward``)."""
         return self(src, tgt, src_padding, tgt_padding)
+
+    def decoder_states(self, src: torch.Tensor, tgt: torch.Tensor) -> tuple[None, torch.Tensor]:
+        """No states to compare (a GRU's hidden state is not a Transformer's residual stream); the logits."""
+        return None, self(src, tgt)
 
     def start(self, src: torch.Tensor, src_padding: torch.Tensor | None = None) -> RNNDecoding:
         """Encode the source once and set the decoder's first state ``s_0``."""

@@ -15,6 +15,7 @@ class TranslationTransformer(Transformer):
     """An encoder–decoder :class:`Transformer` with ``start`` / ``step`` / ``teacher_forced``."""
 
     kinds = KINDS  # every hook kind: q, k, v, scores, pattern, context
+    multi_head = True
 
     def start(self, src: torch.Tensor, src_padding: torch.Tensor | None = None) -> tuple:
         """Encode the source once: the decoding state is (memory (B, S, d_model), src_padding)."""
@@ -36,3 +37,8 @@ class TranslationTransformer(Transformer):
     ) -> torch.Tensor:
         """(B, T, V) next-word logits for every decoder input position."""
         return self.logits(self(src, tgt, src_padding, tgt_padding))
+
+    def decoder_states(self, src: torch.Tensor, tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The decoder's output states (B, T, d_model) and their (B, T, V) logits."""
+        states = self(src, tgt)
+        return states, self.logits(states)
