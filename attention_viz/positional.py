@@ -25,10 +25,10 @@ def frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
     return torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(base) / d_model))
 
 
-def sinusoidal(n_positions: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+def sinusoidal(n_positions: int, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """PE[pos, 2i] = sin(pos·ω_i), PE[pos, 2i+1] = cos(pos·ω_i)  (Vaswani et al. 2017, §3.5).
 
-    Computed in float64 then cast, so large positions keep their precision.
+    Computed in float64 then cast to ``dtype``, so large positions keep their precision.
     """
     if d_model % 2:
         raise ValueError(f"sinusoidal encoding needs an even d_model, got {d_model}")
@@ -36,7 +36,7 @@ def sinusoidal(n_positions: int, d_model: int, base: float = 10000.0) -> torch.T
     pe = torch.empty(n_positions, d_model, dtype=torch.float64)
     pe[:, 0::2] = torch.sin(angles)
     pe[:, 1::2] = torch.cos(angles)
-    return pe.float()
+    return pe.to(dtype)
 
 
 def shift_rotation(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
@@ -175,6 +175,15 @@ def rotary_scores(q: torch.Tensor, k: torch.Tensor, n_positions: int, base: floa
     """
     positions = torch.arange(n_positions)
     return (rotate_at(q, positions, base) @ rotate_at(k, positions, base).T).numpy()
+
+
+def rotary_scores_at(
+    q: torch.Tensor, k: torch.Tensor, query_positions: torch.Tensor, key_positions: torch.Tensor,
+    base: float = 10000.0,
+) -> np.ndarray:
+    """R(m)q · R(n)k for the pairs (m, n) = (query_positions[j], key_positions[j]): any positions,
+    without the full matrix (the page compares the same offset at position 5 and at 10,000)."""
+    return (rotate_at(q, query_positions, base) * rotate_at(k, key_positions, base)).sum(-1).numpy()
 
 
 def added_position_scores(q: torch.Tensor, k: torch.Tensor, table: torch.Tensor) -> np.ndarray:

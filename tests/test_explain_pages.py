@@ -9,7 +9,7 @@ from apphelpers import APP, app, charts
 from attention_viz.backends.scratch import ScratchEncoderBackend
 
 INSIDE_CHARTS = 17  # X, W_Q/W_K/W_V, Q/K/V, QKᵀ, ÷√d_k, softmax, context, concat, W_O, output, raw, real, raw X
-POSITIONAL_CHARTS = 12  # PE, curves, PE·PEᵀ, shift, 4 alternatives, learned + cosine, with/without
+POSITIONAL_CHARTS = 16  # PE, curves, PE·PEᵀ, shift, 4 alternatives, learned + cosine, 4 rotary, with/without
 BASICS_CHARTS = 9  # seed softmax, variance, d_k bars, 2 + 2 scoring heatmaps, kernel weights, regression
 
 
@@ -199,7 +199,7 @@ def test_other_backends_get_an_explanation_not_an_error(tiny_bert, view):
     if view == "inside":
         assert "encoder-only models of ours" in infos and not at.get("plotly_chart")
     else:  # the sinusoid sections still work; the model-specific ones explain themselves
-        assert "needs our own encoder" in infos and len(at.get("plotly_chart")) == 8
+        assert "needs our own encoder" in infos and len(at.get("plotly_chart")) == 12  # sinusoids, rotary
 
 
 def test_basics_needs_no_sentence():

@@ -1,6 +1,6 @@
 """Positional encoding: the paper's sinusoids, why simpler codes (an integer, a fraction, binary
-digits) fail, the loaded model's own learned position embeddings, and the sentence's attention with
-and without positions."""
+digits) fail, the loaded model's own learned position embeddings, rotary embedding (RoPE) beside
+both, and the sentence's attention with and without positions."""
 
 from __future__ import annotations
 
@@ -21,7 +21,17 @@ from ...figures.positional import (
     similarity_heatmap,
     sinusoidal_figure,
 )
-from ...position_codes import pair_rotation, simple_codes, sinusoidal_table
+from ...figures.rotary import decay_figure, pair_rotation_figure, relative_scores_figure, spread_figure
+from ...position_codes import (
+    decay_curves,
+    encoding_scores,
+    pair_rotation,
+    rotary_points,
+    same_offset,
+    simple_codes,
+    sinusoidal_table,
+    wavelengths,
+)
 from ...names import ENCODER_SELF
 from ...result import AttentionResult
 from .. import cache
@@ -33,6 +43,8 @@ from ..export import chart
 GROUP = ENCODER_SELF
 D_MODELS = [16, 32, 64, 128, 256, 384, 512]
 ALT_POSITIONS, ALT_DIMS = 50, 16
+ROTARY_DIMS = [8, 16, 32, 64, 128]  # per head: Llama's heads have 128, small models 64
+DECAY_DISTANCE = 4096
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -44,6 +56,16 @@ def sinusoids_cached(n_positions: int, d_model: int) -> np.ndarray:
 def run_without_positions(model: str, text: str) -> AttentionResult:
     """The same sentence with the position embeddings switched off; one forward per (model, text)."""
     return cache.backend(model).run_without_positions(text)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def rotary_scores_cached(d: int, n_positions: int, draw: int, model: str) -> dict[str, np.ndarray]:
+    return encoding_scores(d, n_positions, draw, position_table(model))
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def decay_cached(d: int) -> tuple[np.ndarray, np.ndarray]:
+    return decay_curves(DECAY_DISTANCE, d)
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
@@ -65,6 +87,7 @@ def render(result: AttentionResult) -> None:
     sinusoids()
     alternatives()
     learned(result)
+    rotary(result)
     with_and_without(result)
 
 
@@ -168,6 +191,77 @@ def learned(result: AttentionResult) -> None:
     with right:
         _chart(similarity_heatmap(table[:shown], cosine=True, title="cosine similarity between positions"),
                "positional_learned_similarity")
+
+
+def rotary(result: AttentionResult) -> None:
+    st.subheader("Rotary (RoPE): rotate the query and the key instead of adding a code")
+    st.markdown(
+        "Llama, Qwen, Mistral and GPT-NeoX add nothing to the embeddings. Inside every attention they turn "
+        "the query and the key by an angle proportional to their position, before the dot product: pairs of "
+        "dimensions, each pair at its own speed θᵢ = 10000^(−2i/d), like the sinusoids' clock hands. A query at "
+        "position m is turned by m·θᵢ, a key at n by n·θᵢ; the dot product of two turned vectors only sees the "
+        "angle between them, (m − n)·θᵢ. So the score depends on the two vectors and on their distance, never "
+        "on where in the text the pair sits."
+    )
+    left, middle, right = st.columns(3)
+    with left:
+        d = choice("Dimensions per head (d)", ROTARY_DIMS, "positional_rope_d", 64, widget="select_slider")
+    with middle:
+        n = integer("Positions", 16, 128, "positional_rope_n", 48, step=8)
+    with right:
+        draw = integer("Random query and key", 0, 9, "positional_rope_draw", 0,
+                       help="Another random pair of vectors: the properties below hold for every pair.")
+
+    pairs = several("Pairs of dimensions to draw", range(d // 2), "positional_rope_pairs", (0, 4, d // 2 - 1))
+    if pairs:
+        _chart(pair_rotation_figure(rotary_points(d, pairs, n, draw), pairs, wavelengths(d)[pairs]),
+               "positional_rope_pairs_chart")
+    st.caption(
+        f"Each panel is one pair (dimension i and i + {d // 2}) of the same query vector, placed at positions "
+        f"0 to {n - 1} (the colour goes from dark to light with the position). The length of the pair never "
+        "changes, only its angle: pair 0 turns one radian per position, the last pair so slowly that it "
+        "barely moves over thousands of tokens."
+    )
+
+    scores = rotary_scores_cached(d, n, draw, result.model)
+    _chart(relative_scores_figure(scores), "positional_rope_scores")
+    learned_note = (
+        f" The learned panel adds {literal(result.model)}'s own position table to a query and key of its width "
+        f"({scores['learned (added)'].shape[0]} positions shown)." if "learned (added)" in scores else
+        " This model has no learned position table of ours to compare."
+    )
+    st.caption(
+        "The same query and key at every pair of positions: query position down, key position across. With "
+        "rotary the picture is made of stripes parallel to the diagonal: along each stripe m − n is fixed and "
+        "so is the score. With a code added to the vectors, (q + P_m)·(k + P_n) has the terms q·P_n and P_m·k, "
+        "which depend on where the tokens are, so the stripes break up." + learned_note
+    )
+    _chart(spread_figure(scores), "positional_rope_spread")
+    st.caption(
+        "The same check as one number per distance: the largest minus the smallest score over all pairs at "
+        "that distance. Rotary stays at the size of rounding errors (1e-15 to 1e-13); for the added codes it "
+        "is of the size of the scores themselves."
+    )
+
+    offset = integer("Offset m − n", 0, 64, "positional_rope_offset", 3)
+    table = same_offset(d, offset, draw)
+    st.dataframe(table.rows(), key="positional_rope_table", hide_index=True, on_select="ignore",
+                 column_config={name: st.column_config.NumberColumn(name, format="%.6f")
+                                for name in ("rotary q·k", "sinusoidal (q+PE)·(k+PE)")})
+    st.caption(
+        f"The same query and key, {offset} positions apart, placed at the start of a text and 10,000 tokens in. "
+        f"Rotary gives the same score everywhere (largest difference {table.rotary_spread:.1e}, rounding); the "
+        f"sinusoidal code added to the vectors gives scores that differ by up to {table.sinusoidal_spread:.3f}."
+    )
+
+    bound, products = decay_cached(d)
+    _chart(decay_figure(bound, products), "positional_rope_decay")
+    st.caption(
+        "Long-range decay: the RoFormer paper bounds how large q_m·k_n can be by a sum over the pairs' "
+        "rotations, and that bound shrinks, with wiggles, as m − n grows: far-apart tokens tend to score "
+        "less, a mild preference for nearby words built into the code. The sinusoids' PE(t)·PE(t+k) (dotted) "
+        "falls in a similar way; a learned table has no such rule, only what training left in it."
+    )
 
 
 def with_and_without(result: AttentionResult) -> None:
