@@ -61,6 +61,9 @@ class Backend(ABC):
     max_tokens: int  # longest input, special tokens included
     kinds: tuple[str, ...]  # which hook kinds this backend can capture
     can_ablate: bool = False  # whether forward() can remove heads (our own Transformer only)
+    # whose code runs the forward: "ours" (model.py, the trained models) or "transformers"; every
+    # result's meta["implementation"] says the same
+    implementation: str = "ours"
 
     @abstractmethod
     def tokenize(self, text: str) -> tuple[Tokens, int]:

@@ -97,7 +97,8 @@ class CaptionerBackend(Backend):
         if image.shape != (size, size, 3) or image.dtype != np.uint8:
             raise ModelError(f"{self.name} reads {size}×{size} RGB images (uint8), got {image.shape} {image.dtype}")
         pixels = images_to_tensor([image])
-        meta = {**(meta or {}), "dropped": 0, "grid": [self.config.grid, self.config.grid], "image_size": size}
+        meta = {**(meta or {}), "dropped": 0, "implementation": self.implementation,
+                "grid": [self.config.grid, self.config.grid], "image_size": size}
         with torch.inference_mode(), capture(kinds=kinds) as recorded:
             if target is None:
                 ys = self.model.greedy_decode(pixels, Vocab.BOS, Vocab.EOS)[0, 1:].tolist()

@@ -99,6 +99,7 @@ class HFBackend(Backend):
     it through a ContextVar), and nothing is written to the object after construction.
     """
 
+    implementation = "transformers"
     kinds = ("pattern",)
 
     def __init__(self, spec: str) -> None:
@@ -218,7 +219,7 @@ class HFBackend(Backend):
         if not tokens.ids:
             raise ModelError("the text gives no tokens; type something")
         ids = torch.tensor([tokens.ids])  # (1, S): one sentence, so no padding anywhere
-        meta: dict = {"dropped": dropped, "implementation": "transformers"}
+        meta: dict = {"dropped": dropped, "implementation": self.implementation}
         with torch.inference_mode():
             if self.shape == "encoder-decoder":
                 return self._run_encoder_decoder(tokens, ids, target, meta)

@@ -68,7 +68,7 @@ class InductionBackend(Backend):
             raise ModelError(f"{self.name} is a decoder-only model: it takes no target text")
         tokens, dropped = self.tokenize(text)
         ids = torch.tensor([tokens.ids])
-        meta: dict = {"dropped": dropped}
+        meta: dict = {"dropped": dropped, "implementation": self.implementation}
         if ablation is not None:
             meta["ablation"] = ablation.to_dict()
         with torch.inference_mode(), ablation_context(self.model, ablation), capture(kinds=kinds) as recorded:

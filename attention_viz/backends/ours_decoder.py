@@ -30,7 +30,6 @@ from ..weights.neox import load_neox_state, neox_config
 from ..weights.safetensors_io import check_folder, read_config, read_safetensors, safetensors_files
 from .base import Backend, check_text, require_readable
 
-IMPLEMENTATION = "ours"
 ALLOW_DOWNLOAD_ENV = "ATTENTION_VIZ_ALLOW_DOWNLOAD"  # the user's opt-in to fetching from the hub
 MAX_TOKENS_CAP = 2048  # a capture keeps layers × heads × T² floats; longer inputs go blockwise
 
@@ -144,7 +143,7 @@ class OursDecoderBackend(Backend):
         config = self.model.config
         return {
             "dropped": dropped,
-            "implementation": IMPLEMENTATION,
+            "implementation": self.implementation,
             "architecture": self.architecture,
             "heads": config.h,
             "kv_heads": config.kv_heads,  # query head i reads K/V head i // (heads / kv_heads)

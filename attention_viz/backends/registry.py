@@ -27,6 +27,7 @@ class ModelInfo:
     description: str
     locate: Callable[[], Path]  # where its files are; raises ModelError when not installed
     load: Callable[[str, Path], Backend]
+    implementation: str = "ours"  # the loaded backend's, known before loading (the sidebar says it)
 
 
 def _minilm_folder() -> Path:

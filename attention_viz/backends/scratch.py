@@ -70,7 +70,7 @@ class ScratchEncoderBackend(Backend):
             raise ModelError(f"{self.name} is an encoder-only model: it takes no target text")
         tokens, dropped = self.tokenize(text)
         ids = torch.tensor([tokens.ids])
-        meta: dict = {"dropped": dropped}
+        meta: dict = {"dropped": dropped, "implementation": self.implementation}
         if ablation is not None:
             meta["ablation"] = ablation.to_dict()
         with torch.inference_mode(), ablation_context(self.model, ablation), capture(kinds=kinds) as recorded:
@@ -106,5 +106,6 @@ class ScratchEncoderBackend(Backend):
             for layer in encoder.layers:
                 x = layer(x, None)
                 states.append(x[0])
-        result = AttentionResult.from_recorder(self.name, tokens, recorded, meta={"dropped": dropped})
+        result = AttentionResult.from_recorder(self.name, tokens, recorded,
+                                               meta={"dropped": dropped, "implementation": self.implementation})
         return result, torch.stack(states).float().numpy()  # (layers, T, d_model)

@@ -150,7 +150,7 @@ class TranslationBackend(Backend):
         if not len(tokens):
             raise ModelError("empty text")
         src = torch.tensor([tokens.ids])
-        meta: dict = {"dropped": dropped}
+        meta: dict = {"dropped": dropped, "implementation": self.implementation}
         if ablation is not None:
             meta["ablation"] = ablation.to_dict()
         with ablation_context(self.model, ablation) if self.can_ablate else nullcontext():

@@ -78,6 +78,7 @@ class ViTBackend(Backend):
 
     shape = "encoder-only"
     kinds = KINDS
+    implementation = "transformers"
 
     def __init__(self, name: str, folder: Path) -> None:
         self.name = name
@@ -164,7 +165,7 @@ class ViTBackend(Backend):
             if attention is None or tuple(attention.shape[-2:]) != (n, n):
                 raise ModelError(f"{self.name}: layer {layer} returned no [{n}×{n}] attention (eager attention needed)")
             arrays[hook_name(ENCODER_SELF, layer, "pattern")] = attention[0].float().numpy()  # (heads, T, T)
-        meta = {**(meta or {}), "dropped": 0, "implementation": "transformers", "patch_grid": list(self.patch_grid),
+        meta = {**(meta or {}), "dropped": 0, "implementation": self.implementation, "patch_grid": list(self.patch_grid),
                 "image_size": size, "patch_size": self.patch_size}
         if self.classifies:
             probabilities = out.logits[0].softmax(-1)

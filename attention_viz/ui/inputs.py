@@ -29,6 +29,10 @@ HF_FOLDER = (
     "Hub ids (such as `gpt2`) download only when `ATTENTION_VIZ_ALLOW_DOWNLOAD=1`."
 )
 MAX_TEXT = 20_000  # characters; longer texts are cut by the box (and from a link, with a message)
+IMPLEMENTATIONS = {  # result.meta["implementation"] → the caption under the model
+    "ours": "Runs in our own Transformer (written from scratch here; every step can be captured).",
+    "transformers": "Runs in the transformers library (eager attention): its attention weights only.",
+}
 
 
 @dataclass(frozen=True)
@@ -79,11 +83,26 @@ def model_shape(model: str) -> str | None:
         return None
 
 
+def model_implementation(model: str) -> str | None:
+    """``ours`` / ``transformers``: whose code runs the forward; None while an ``hf:`` model does not load."""
+    if model in MODELS:
+        return MODELS[model].implementation
+    if model == HF_PREFIX:
+        return None
+    try:
+        return cache.backend(model).implementation
+    except Exception:  # noqa: BLE001 - the model run below reports the same failure, in one line
+        return None
+
+
 def request_panel() -> Request:
     """Draw the inputs (sidebar) and return the current request."""
     with st.sidebar:
         model = model_picker()
         st.session_state["model"] = model
+        implementation = model_implementation(model)
+        if implementation:
+            st.caption(IMPLEMENTATIONS[implementation])
         st.selectbox("Examples", ["—"] + list(EXAMPLES), key="example", on_change=_apply_example)
         sentence = text("Sentence", "text", DEFAULT_TEXT, max_chars=MAX_TEXT, area=True, height=110,
                         help="Ctrl+Enter (⌘+Enter) or a click outside the box runs it.")

@@ -1,0 +1,91 @@
+"""Which implementation runs: every model's results say "ours" or "transformers" in meta, the
+same as the backend and the sidebar (before loading) say; result.npz written by the command line
+carries it."""
+
+from __future__ import annotations
+
+import pytest
+from transformers import ViTConfig, ViTModel
+
+from apphelpers import app
+from test_cli import cli
+from test_hf_backend import save_bert, save_t5
+from test_ours_decoder import save as save_decoder
+
+from attention_viz.analysis.ablation import Ablation
+from attention_viz.backends.registry import MODELS, load_backend
+from attention_viz.result import AttentionResult
+from attention_viz.ui.inputs import IMPLEMENTATIONS
+
+TEXTS = {  # something each shipped model reads
+    "minilm": "the cat sat on the mat",
+    "toy-translate": "the law was signed .",
+    "toy-translate-rnn": "the law was signed .",
+    "induction": "a b c d a b c",
+    "show-attend-tell": "scene 3",
+}
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory, monkeypatch_module):
+    root = tmp_path_factory.mktemp("implementation")
+    save_bert(root / "bert")
+    save_t5(root / "t5")
+    save_decoder(root / "llama", "llama")
+    save_decoder(root / "gpt2", "gpt2")
+    ViTModel(ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                       intermediate_size=64), add_pooling_layer=False).save_pretrained(root / "vit")
+    monkeypatch_module.setenv("ATTENTION_VIZ_MODEL_ROOTS", str(root))  # the app's hf: may load from here
+    return root
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+def test_the_shipped_models_run_in_ours_in_every_kind_of_call():
+    assert set(TEXTS) == set(MODELS)
+    for name, text in TEXTS.items():
+        backend = load_backend(name)
+        assert MODELS[name].implementation == backend.implementation == "ours"
+        assert backend.run(text).meta["implementation"] == "ours", name
+        if backend.can_ablate:  # the forward with heads removed says it too
+            group = backend.run(text).attentions()[0]
+            result, _ = backend.forward(text, ablation=Ablation(((group, 0, 0),)))
+            assert result.meta["implementation"] == "ours", name
+    minilm = load_backend("minilm")
+    assert minilm.run_without_positions(TEXTS["minilm"]).meta["implementation"] == "ours"
+    assert minilm.layer_states(TEXTS["minilm"])[0].meta["implementation"] == "ours"
+
+
+@pytest.mark.parametrize("folder, expected", [
+    ("llama", "ours"), ("gpt2", "ours"), ("bert", "transformers"), ("t5", "transformers"), ("vit", "transformers"),
+])
+def test_hf_folders_say_where_they_run(folders, folder, expected):
+    backend = load_backend(f"hf:{folders / folder}")
+    text = {"vit": "scene 3", "t5": "the cat sat"}.get(folder, "the cat sat on the mat")
+    assert backend.implementation == expected
+    assert backend.run(text).meta["implementation"] == expected
+
+
+@pytest.mark.parametrize("model, expected", [("minilm", "ours"), ("hf:llama", "ours"), ("hf:bert", "transformers")])
+def test_result_npz_from_the_command_line_records_it(folders, tmp_path, model, expected):
+    if model.startswith("hf:"):
+        model = f"hf:{folders / model[3:]}"
+    out = tmp_path / "r.npz"
+    done = cli("run", "--model", model, "--text", "the cat sat on the mat", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert AttentionResult.load_npz(out).meta["implementation"] == expected
+
+
+@pytest.mark.parametrize("model, expected", [("minilm", "ours"), ("hf:llama", "ours"), ("hf:bert", "transformers")])
+def test_the_sidebar_says_which_implementation_runs(folders, model, expected):
+    if model.startswith("hf:"):
+        model = f"hf:{folders / model[3:]}"
+    at = app(view="head", model=model, text="the cat sat on the mat")
+    assert not at.exception
+    captions = [c.value for c in at.sidebar.caption]
+    assert IMPLEMENTATIONS[expected] in captions
+    assert all(note not in captions for key, note in IMPLEMENTATIONS.items() if key != expected)
