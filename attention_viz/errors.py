@@ -7,3 +7,8 @@ from __future__ import annotations
 class ModelError(ValueError):
     """A problem the user can fix (unknown name, bad folder, refused checkpoint, unreadable text):
     shown as one line, never as a traceback."""
+
+
+class ServerBusy(ModelError):
+    """A heavy computation refused because the server is already running as many as it allows:
+    the same one line; trying again later works."""

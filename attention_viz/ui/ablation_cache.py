@@ -22,6 +22,7 @@ from ..head_effects import Comparison, compare, coreference_study, make_ablation
 from ..names import Group
 from ..result import AttentionResult
 from . import cache
+from .heavy import heavy
 
 MAX_FORWARDS = 256  # small runs: the probe sets (24 each), the study's random draws
 
@@ -105,7 +106,8 @@ class CachedBackend:
 @st.cache_resource(max_entries=8, show_spinner="Running the probe set for the heads' mean outputs…")
 def probe_means(model: str) -> Mapping[str, np.ndarray]:
     """Every head's mean context over the model's probe set (what mean ablation puts in its place)."""
-    return make_ablation(CachedBackend(model), (), "mean").means or {}
+    with heavy("the probe set run for mean ablation"):
+        return make_ablation(CachedBackend(model), (), "mean").means or {}
 
 
 def ablation(model: str, heads: Sequence[Head], mode: str) -> Ablation:
@@ -121,14 +123,16 @@ def comparison(model: str, text: str, target: str | None, heads: Sequence[Head],
 @st.cache_resource(max_entries=16, show_spinner="Removing the top heads, then random heads…")
 def study(model: str, text: str, query: int, key: int, count: int, mode: str) -> dict:
     """The coreference study (see :func:`attention_viz.head_effects.coreference_study`)."""
-    return coreference_study(CachedBackend(model), text, query, key, k=count, mode=mode)
+    with heavy("the coreference study"):
+        return coreference_study(CachedBackend(model), text, query, key, k=count, mode=mode)
 
 
 @st.cache_resource(max_entries=8, show_spinner="Running the probe set…")
 def probe_runs(model: str) -> list[AttentionResult]:
     """The model's built-in probes, each run once (the detector averages over them)."""
     backend = CachedBackend(model)
-    return [backend.run(text) for text in backend.probe_texts()]
+    with heavy("the probe set run for the detector"):
+        return [backend.run(text) for text in backend.probe_texts()]
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
