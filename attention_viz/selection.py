@@ -33,6 +33,7 @@ class Choice:
     words: bool = False
     hide_special: bool = False
     threshold: float = 0.0
+    kind: str = "pattern"  # or "value_norm": the value-weighted norms (analysis/weighting.py)
 
 
 @dataclass
@@ -70,29 +71,32 @@ def unit_special(tokens: Tokens, words: bool) -> np.ndarray:
 
 
 def displayed(result: AttentionResult, choice: Choice) -> Displayed:
-    patterns = result.pattern(choice.group, choice.layer)  # [heads, q, k]
+    patterns = result.array(choice.group, choice.layer, choice.kind)  # [heads, q, k]
+    weights = choice.kind == "pattern"  # value-weighted norms are no distribution: nothing to renormalize
     matrix = reduce_heads(patterns, choice.head)
     query_tokens, key_tokens = group_tokens(result, choice.group)
     notes = []
-    if choice.head == "max":
+    if choice.head == "max" and weights:
         notes.append("Max over heads: each cell is its strongest head, so rows no longer sum to 1.")
     if choice.words:
         matrix, query_labels = group_words(matrix, query_tokens, key_tokens=key_tokens)
         key_labels = key_tokens.words()
-        notes.append("Word level: a word's pieces are summed as keys and averaged as queries (rows still sum to 1).")
+        notes.append("Word level: a word's pieces are summed as keys and averaged as queries"
+                     + (" (rows still sum to 1)." if weights else "."))
     else:
         query_labels, key_labels = list(query_tokens.labels), list(key_tokens.labels)
     if choice.hide_special:
         q_special, k_special = unit_special(query_tokens, choice.words), unit_special(key_tokens, choice.words)
         if (~q_special).any() and (~k_special).any():
-            matrix, rows, cols = drop_special(matrix, q_special, k_special)
+            matrix, rows, cols = drop_special(matrix, q_special, k_special, renormalize=weights)
             query_labels = [query_labels[i] for i in rows]
             key_labels = [key_labels[i] for i in cols]
-            notes.append("Special tokens hidden: each row is renormalized over the remaining tokens.")
+            notes.append("Special tokens hidden: each row is renormalized over the remaining tokens." if weights
+                         else "Special tokens hidden (the norms of the remaining tokens are unchanged).")
         else:
             notes.append("Nothing left once special tokens are hidden, so they are shown.")
     if choice.threshold > 0:
-        notes.append(f"Weights below {choice.threshold:.2f} are left blank.")
+        notes.append(f"{'Weights' if weights else 'Norms'} below {choice.threshold:.2f} are left blank.")
     return Displayed(matrix.astype(np.float32), query_labels, key_labels, notes)
 
 
@@ -136,16 +140,25 @@ COLOUR_SCALES = ("linear", "row", "log")
 LOG_FLOOR = 1e-4  # weights below this share one colour on the log scale
 
 
-def rescaled(matrix: np.ndarray, scale: str) -> tuple[np.ndarray, str]:
-    """What the colours show and the colour bar's title. ``row``: each row divided by its largest
-    weight (a long row's peak is dark even when it is 0.02); ``log``: log10 of the weight, so
-    small weights are told apart. NaN (blanked) cells stay NaN."""
+def rescaled(matrix: np.ndarray, scale: str, quantity: str = "weight") -> tuple[np.ndarray, str]:
+    """What the colours show and the colour bar's title (``quantity`` names a cell: "attention
+    weight", "value-weighted norm"). ``row``: each row divided by its largest value (a long row's
+    peak is dark even when it is 0.02); ``log``: log10 of the value, so small values are told apart.
+    NaN (blanked) cells stay NaN."""
     if scale == "row":
         top = np.nanmax(np.where(np.isfinite(matrix), matrix, -np.inf), axis=1, keepdims=True)
         return (matrix / np.where(top > 0, top, 1.0)).astype(np.float32), "÷ row's largest"
     if scale == "log":
-        return np.log10(np.maximum(matrix, LOG_FLOOR)).astype(np.float32), "log10 weight"
-    return matrix, "weight"
+        return np.log10(np.maximum(matrix, LOG_FLOOR)).astype(np.float32), f"log10 {quantity}"
+    return matrix, quantity
+
+
+def log_range(matrix: np.ndarray) -> tuple[float, float]:
+    """The colour range of the log scale: from the floor to the largest value (at least 1, so
+    weights keep their fixed 10⁻⁴…1 range; norms can exceed 1)."""
+    finite = matrix[np.isfinite(matrix)]
+    top = float(finite.max()) if finite.size else 1.0
+    return float(np.log10(LOG_FLOOR)), max(0.0, float(np.log10(max(top, LOG_FLOOR))))
 
 
 def window(shown: Displayed, query_start: int, key_start: int, size: int) -> Displayed:

@@ -10,7 +10,8 @@ import pytest
 from single_view import figures, link, open_view, problems
 
 from attention_viz.analysis.ablation import parse_heads
-from attention_viz.analysis.ablation_view import chosen_heads, following_labels, head_options, shipped_importance
+from attention_viz.analysis.ablation_view import (chosen_heads, following_labels, head_item, head_options, marked,
+                                                   shipped_importance, toggled)
 from attention_viz.backends.scratch import ScratchEncoderBackend
 from attention_viz.figures.ablation import log_prob_bars, movement_bars, pattern_pair, study_bars
 from attention_viz.names import CROSS, DECODER_SELF, ENCODER_SELF
@@ -159,3 +160,31 @@ def test_bars_put_positions_on_the_axis_and_escape_tokens():
     with pytest.raises(ValueError):
         log_prob_bars(["a"], [0.0], [0.0, 1.0])
 
+
+
+def test_a_head_clicked_in_the_grid_is_spelled_as_the_picker_spells_it_and_toggles():
+    result = cache.run("toy-translate", TOY)
+    options = head_options(result)
+    for group in result.attentions():
+        for layer in range(result.n_layers(*group)):
+            for head in range(result.pattern(group, layer).shape[0]):
+                assert head_item(result, group, layer, head) in options
+    assert head_item(result, CROSS, 1, 2) == "cross:1.2" and head_item(result, ENCODER_SELF, 1, 2) == "1.2"
+    items = toggled(toggled(["1.2"], "cross:1.2"), "decoder:0.0")
+    assert items == ["1.2", "cross:1.2", "decoder:0.0"] and toggled(items, "1.2") == ["cross:1.2", "decoder:0.0"]
+    assert toggled(items, None) == items
+    assert marked(items, result, CROSS) == {(1, 2)} and marked(items, result, ENCODER_SELF) == {(1, 2)}
+
+
+def test_a_click_in_the_grid_is_applied_to_the_set_and_the_link_and_the_grid_marks_it():
+    at = open_view("ablation", model="minilm", text=TIRED, ablate="3.1", study="0")
+    at.session_state["_ablation_ablate_toggle"] = "2.5"  # what a click on layer 2, head 5 leaves for the next run
+    at.run()
+    assert problems(at) == [] and at.multiselect(key="ablation_ablate").value == ["3.1", "2.5"]
+    assert link(at)["ablate"] == "3.1,2.5"
+    grid = next(f for f in figures(at) if f["layout"]["title"]["text"].startswith("or click heads"))
+    red = [i for i, colour in enumerate(grid["data"][1]["marker"]["color"]) if colour.startswith("rgba(214")]
+    assert red == [2 * 12 + 5, 3 * 12 + 1]
+    at.session_state["_ablation_ablate_toggle"] = "3.1"  # clicked again: put back
+    at.run()
+    assert at.multiselect(key="ablation_ablate").value == ["2.5"] and link(at)["ablate"] == "2.5"

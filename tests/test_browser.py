@@ -114,6 +114,42 @@ def test_clicking_a_head_in_token_focus_opens_its_row(app_url, page):
     wait_for_link(page, {"layer": "3", "head": "1", "view": "focus"})
 
 
+def ablation_tiles(page):
+    """The head markers of the ablation page's grid (the figure titled "or click heads …")."""
+    grid = page.locator(".js-plotly-plot").filter(has_text="or click heads")
+    grid.locator(".scatterlayer .points path").first.wait_for(timeout=90_000)
+    return grid.locator(".scatterlayer .points path")
+
+
+CHIPS = "[data-testid='stMultiSelect'] [data-tag]"  # the chosen heads in the "Heads to remove" box
+
+
+def red_tiles(page) -> int:
+    return ablation_tiles(page).evaluate_all("els => els.filter(e => (e.style.fill || '').includes('214')).length")
+
+
+def test_clicking_heads_in_the_ablation_grid_picks_them_and_the_link_reproduces_the_set(app_url, browser, page):
+    page.goto(f"{app_url}/?view=ablation&ablate=3.1")
+    assert ablation_tiles(page).count() == 6 * 12
+    ablation_tiles(page).nth(2 * 12 + 5).click(force=True)  # layer 2, head 5: added
+    wait_for_link(page, {"view": "ablation", "ablate": "3.1,2.5"})
+    ablation_tiles(page).nth(3 * 12 + 1).click(force=True)  # 3.1 again: taken out
+    wait_for_link(page, {"ablate": "2.5"})
+    ablation_tiles(page).nth(0).click(force=True)  # layer 0, head 0: added
+    link = wait_for_link(page, {"ablate": "2.5,0.0"})
+    page.locator(CHIPS).nth(1).wait_for(timeout=30_000)
+    fresh = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        fresh.goto(f"{app_url}/?{urllib.parse.urlencode(link)}")
+        assert ablation_tiles(fresh).count() == 6 * 12
+        wait_for_link(fresh, {"ablate": "2.5,0.0", "view": "ablation"})
+        fresh.locator(CHIPS).nth(1).wait_for(timeout=30_000)
+        assert fresh.locator(CHIPS).evaluate_all("els => els.map(e => e.getAttribute('aria-label'))") == ["2.5", "0.0"]
+        assert red_tiles(fresh) == 2  # the grid marks the two heads
+    finally:
+        fresh.close()
+
+
 def shared_link(page) -> str:
     """The "Copy link" box's text (the sidebar's code block)."""
     return page.locator("[data-testid='stSidebar'] [data-testid='stCode'] code").inner_text().strip()

@@ -18,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 from apphelpers import APP, TIMEOUT, charts, switch_view
 from test_hf_backend import save_bert, save_gpt2, save_t5
 
+from attention_viz.analysis.weighting import WEIGHTINGS
 from attention_viz.names import GROUPS
 from attention_viz.ui.views.compare import MODES
 
@@ -97,8 +98,9 @@ def choices(at: AppTest) -> dict[str, object]:
     return found
 
 
-# What the app's choice widgets offer: integers (layers, heads, tokens, sizes), reductions, attentions, modes.
-CANDIDATES = [*range(1100), "mean", "max", *GROUPS, *MODES]
+# What the app's choice widgets offer: integers (layers, heads, tokens, sizes), reductions, attentions, modes,
+# weightings.
+CANDIDATES = [*range(1100), "mean", "max", *GROUPS, *MODES, *WEIGHTINGS]
 
 
 def set_other(widget) -> bool:

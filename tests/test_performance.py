@@ -97,6 +97,9 @@ def test_moving_every_control_and_switching_every_view_runs_no_forward(forwards)
     at.checkbox(key="head_hide_special").check().run()
     at.checkbox(key="head_words").check().run()
     at.slider(key="head_threshold").set_value(0.2).run()
+    for weighting in ("norms", "weights", "norms"):  # norms from the captured values and W_O; views below show them
+        at.radio(key="weighting").set_value(weighting).run()
+        assert not at.exception and not [c for c in at.caption if "showing attention weights" in c.value]
     for view in ("grid", "compare", "focus", "layers", "head"):
         switch_view(at, view)
         assert not at.exception, view

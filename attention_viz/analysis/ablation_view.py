@@ -36,6 +36,24 @@ def head_options(result: AttentionResult) -> list[str]:
     return options
 
 
+def head_item(result: AttentionResult, group: Group, layer: int, head: int) -> str:
+    """One head spelled as :func:`head_options` spells it (``3.1``, ``cross:0.2``)."""
+    prefix = "" if group == default_attention(result) else f"{_WORDS[group]}:"
+    return f"{prefix}{layer}.{head}"
+
+
+def toggled(items: Sequence[str], item: str | None) -> list[str]:
+    """``items`` with ``item`` added at the end, or removed when it is there (None: unchanged)."""
+    if item is None:
+        return list(items)
+    return [i for i in items if i != item] if item in items else [*items, item]
+
+
+def marked(items: Sequence[str], result: AttentionResult, group: Group) -> set[tuple[int, int]]:
+    """(layer, head) of the chosen heads that belong to ``group`` (to mark them in its grid)."""
+    return {(layer, head) for g, layer, head in chosen_heads(items, result) if g == group}
+
+
 def chosen_heads(items: Sequence[str], result: AttentionResult) -> tuple[Head, ...]:
     """The picked items as heads (none picked: no head)."""
     return parse_heads(",".join(items), default_attention(result)) if items else ()

@@ -18,10 +18,11 @@ class FlowShown:
     note: str  # what the page must say ("" when the whole flow is shown)
 
 
-def across_layers(stack: np.ndarray, query: int) -> tuple[np.ndarray, np.ndarray]:
+def across_layers(stack: np.ndarray, query: int, shares: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``stack`` [layers, heads, n, n] → (query's row in each layer, heads averaged [layers, n];
-    rollout after the last layer [n, n])."""
-    return stack.mean(axis=1)[:, query, :], rollout(stack)[-1]
+    rollout after the last layer [n, n]). ``shares``: what rollout multiplies when ``stack``'s rows
+    are not distributions (value-weighted norms, rows divided by their sum); default ``stack``."""
+    return stack.mean(axis=1)[:, query, :], rollout(stack if shares is None else shares)[-1]
 
 
 def flow_for(stack: np.ndarray, query: int) -> FlowShown:

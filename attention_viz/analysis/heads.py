@@ -32,7 +32,7 @@ def head_max(pattern: np.ndarray) -> np.ndarray:
 
 
 def drop_special(
-    pattern: np.ndarray, special: Sequence[bool], key_special: Sequence[bool] | None = None
+    pattern: np.ndarray, special: Sequence[bool], key_special: Sequence[bool] | None = None, renormalize: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Remove special-token rows *and* columns, then renormalize each row to sum to 1.
 
@@ -41,11 +41,12 @@ def drop_special(
     tokens, where does this one look?". A row whose remaining weights are all 0 stays 0.
 
     ``pattern`` is ``[..., q, k]``; ``special`` flags the queries and, for self-attention, the keys
-    too; cross-attention passes the keys' own flags as ``key_special``. Returns the new pattern
+    too; cross-attention passes the keys' own flags as ``key_special``. ``renormalize=False`` only
+    removes them (for values that are not shares of a row, e.g. value-weighted norms). Returns the new pattern
     (same dtype) and the original positions of the kept queries and keys (to pick labels).
     """
     arr = as_pattern(pattern, 2)
     rows = np.flatnonzero(~token_flags(special, arr.shape[-2]))
     cols = np.flatnonzero(~token_flags(special if key_special is None else key_special, arr.shape[-1]))
     sub = arr[..., rows[:, None], cols[None, :]]
-    return normalize_rows(sub).astype(arr.dtype, copy=False), rows, cols
+    return (normalize_rows(sub) if renormalize else sub).astype(arr.dtype, copy=False), rows, cols

@@ -11,12 +11,15 @@ import plotly.graph_objects as go
 
 from .axes import hover_text, plotly_text
 
+WEIGHTS = ("weight", "attention weight")  # titled "attention from … to …"; any other quantity by its name
+
 
 def focus_heatmap(focus: np.ndarray, query_label: str, key_label: str, query_at: int | None = None,
-                  key_at: int | None = None) -> go.Figure:
+                  key_at: int | None = None, quantity: str = "weight") -> go.Figure:
     """``focus`` [layers, heads]: how much ``query_label`` (at position ``query_at``) attends to
-    ``key_label`` in each head. A transparent marker on every cell makes a head clickable
-    (heatmap cells cannot be selected); its ``customdata`` is (layer, head)."""
+    ``key_label`` in each head (``quantity`` names the value: an attention weight, a value-weighted
+    norm). A transparent marker on every cell makes a head clickable (heatmap cells cannot be
+    selected); its ``customdata`` is (layer, head)."""
     layers, heads = focus.shape
     where = lambda label, at: hover_text(f"“{label}”" + ("" if at is None else f" (position {at})"))  # noqa: E731
     pair = f"{where(query_label, query_at)} → {where(key_label, key_at)}"
@@ -29,20 +32,21 @@ def focus_heatmap(focus: np.ndarray, query_label: str, key_label: str, query_at:
             colorscale="Blues",
             zmin=0.0,
             zmax=max(float(focus.max()), 1e-6),
-            hovertemplate=f"layer %{{y}}, head %{{x}}<br>{pair}<br>weight %{{z:.3f}}<extra></extra>",
-            colorbar=dict(title=dict(text="weight")),
+            hovertemplate=f"layer %{{y}}, head %{{x}}<br>{pair}<br>{quantity} %{{z:.3f}}<extra></extra>",
+            colorbar=dict(title=dict(text=quantity)),
         ),
         go.Scatter(
             x=cells[:, 1], y=cells[:, 0], mode="markers", showlegend=False,
             customdata=np.column_stack([cells, focus.reshape(-1)]),  # clickable: needs a hover of its own
             hovertemplate=f"layer %{{customdata[0]}}, head %{{customdata[1]}}<br>{pair}<br>"
-                          "weight %{customdata[2]:.3f}<br>click to open<extra></extra>",
+                          f"{quantity} %{{customdata[2]:.3f}}<br>click to open<extra></extra>",
             marker=dict(size=22, symbol="square", color="rgba(0,0,0,0.01)"),
             selected=dict(marker=dict(color="rgba(214,39,40,0.35)")), unselected=dict(marker=dict(opacity=1)),
         ),
     ])
     figure.update_layout(
-        title=dict(text=f"attention from {plotly_text(query_label)} to {plotly_text(key_label)} — click a head"),
+        title=dict(text=f"{'attention' if quantity in WEIGHTS else quantity} from {plotly_text(query_label)} to "
+                        f"{plotly_text(key_label)} — click a head"),
         xaxis=dict(title="head", tickmode="linear", dtick=1, side="top"),
         yaxis=dict(title="layer", tickmode="linear", dtick=1, autorange="reversed"),
         height=int(min(700, 90 + 45 * layers)),

@@ -7,6 +7,8 @@ in one matrix with blank (NaN) gutters between them.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -58,12 +60,15 @@ def tile_owner(layers: int, heads: int, rows: int, cols: int) -> np.ndarray:
     return np.stack(np.broadcast_arrays(layer[:, None], head[None, :]), axis=-1)
 
 
-def heads_grid(stack: np.ndarray, title: str = "", thumb: int = THUMB, zmax: float | None = None) -> go.Figure:
+def heads_grid(stack: np.ndarray, title: str = "", thumb: int = THUMB, zmax: float | None = None,
+               quantity: str = "weight", marked: Collection[tuple[int, int]] = (),
+               click: str = "click to enlarge") -> go.Figure:
     """Thumbnails of every head; x ticks name heads, y ticks name layers (both 0-indexed).
 
     A heatmap cell cannot be clicked (Plotly selects only point-like traces), so a transparent
-    marker sits at the centre of each tile: selecting it (``customdata`` = layer, head) opens
-    that head.
+    marker sits at the centre of each tile: selecting it (``customdata`` = layer, head) does what
+    ``click`` says. ``quantity`` names a cell's value (colour bar, hover); the ``marked`` heads'
+    markers are red (e.g. the heads chosen for ablation).
     """
     layers, heads = stack.shape[:2]
     image = tile(stack, thumb)
@@ -78,14 +83,16 @@ def heads_grid(stack: np.ndarray, title: str = "", thumb: int = THUMB, zmax: flo
             zmin=0.0,
             zmax=zmax if zmax is not None else float(np.nanmax(image)) if np.isfinite(image).any() else 1.0,
             hoverongaps=False,
-            hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<br>weight %{z:.3f}<extra></extra>",
-            colorbar=dict(title=dict(text="weight"), thickness=12),
+            hovertemplate=f"layer %{{customdata[0]}}, head %{{customdata[1]}}<br>{quantity} %{{z:.3f}}<extra></extra>",
+            colorbar=dict(title=dict(text=quantity), thickness=12),
         ),
         go.Scatter(
             x=centres[:, 1] * cols + (cols - 2) / 2, y=centres[:, 0] * rows + (rows - 2) / 2,
             customdata=centres, mode="markers", showlegend=False,
-            marker=dict(size=max(8, min(28, 600 // max(heads, 1))), symbol="square", color="rgba(0,0,0,0.01)"),
-            hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<br>click to enlarge<extra></extra>",
+            marker=dict(size=max(8, min(28, 600 // max(heads, 1))), symbol="square",
+                        color=["rgba(214,39,40,0.6)" if (int(lh[0]), int(lh[1])) in marked else "rgba(0,0,0,0.01)"
+                               for lh in centres]),
+            hovertemplate=f"layer %{{customdata[0]}}, head %{{customdata[1]}}<br>{click}<extra></extra>",
             selected=dict(marker=dict(color="rgba(214,39,40,0.35)")), unselected=dict(marker=dict(opacity=1)),
         ),
     ])

@@ -7,12 +7,14 @@ are never mutated, so sharing one object is safe.
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 from streamlit import config
 
 from ..access import beyond_loopback
 from ..analysis.coreference import positions
 from ..analysis.focus import top_heads
+from ..analysis.weighting import value_norms_or_reason
 from ..backends.base import Backend
 from ..backends.registry import load_backend
 from ..names import ENCODER_SELF
@@ -31,8 +33,20 @@ def backend(name: str) -> Backend:
 
 @st.cache_resource(max_entries=MAX_RESULTS, show_spinner="Running the model…")
 def run(name: str, text: str, target: str | None = None, kinds: tuple[str, ...] = ("pattern",)) -> AttentionResult:
-    """Most views need the patterns only; the explanation pages ask for q, k, scores too."""
-    return backend(name).run(text, target=target, kinds=kinds)
+    """Most views need the patterns only; the explanation pages ask for q, k, scores too. The values
+    come with the patterns wherever the model has them ([heads, tokens, d_k]: small beside the
+    patterns), so the value-weighted norms never need a second forward."""
+    model = backend(name)
+    values = ("v",) if "pattern" in kinds and "v" in model.kinds else ()
+    return model.run(text, target=target, kinds=tuple(dict.fromkeys(tuple(kinds) + values)))
+
+
+@st.cache_resource(max_entries=MAX_RESULTS, show_spinner=False)
+def value_norms(_result: AttentionResult, identity: tuple) -> dict[str, np.ndarray] | str:
+    """The value-weighted norms of a result of :func:`run` (or why there are none), once per run:
+    from its captured values and the model's W_O, never by running the model again. ``identity``
+    (:func:`identity`) names the result; the arrays are not hashed."""
+    return value_norms_or_reason(_result, backend(_result.model).output_projection)
 
 
 def identity(result: AttentionResult) -> tuple:

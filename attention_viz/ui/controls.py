@@ -1,5 +1,5 @@
-"""Shared view controls: which attention, layer, head and token. Each returns the user's choice,
-and each choice is in the URL (see :mod:`.widgets`)."""
+"""Shared view controls: which attention, layer, head, token and weighting. Each returns the user's
+choice, and each choice is in the URL (see :mod:`.widgets`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from collections.abc import Sequence
 
 import streamlit as st
 
+from ..analysis.weighting import WEIGHTING_NAMES, WEIGHTINGS, Weighted, weighted
 from ..result import AttentionResult
 from ..selection import GROUP_NAMES, GROUP_URL_NAMES, REDUCTIONS, Group
 from ..figures.heatmap import shared_top
+from . import cache, plain
 from .widgets import choice, flag, integer
 
 HEAD_NAMES = {"mean": "mean of heads", "max": "max of heads"}
@@ -53,3 +55,24 @@ def pair_scale(key: str, *matrices) -> float | None:
                     help="Off: one colour range for the figures side by side, so equal shades mean equal "
                          "weights. On: each figure uses its own range.")
     return None if separate else shared_top(*matrices)
+
+
+def weighting_picker(key: str = "weighting") -> str:
+    """Attention weights or value-weighted norms (``weighting=weights|norms`` in the URL). One key
+    for every view that draws patterns, so the choice stays when the view changes."""
+    return choice("Weighting", WEIGHTINGS, key, widget="radio", format_func=WEIGHTING_NAMES.get, horizontal=True,
+                  help="Attention weights: α, how much each query looks at each key. Value-weighted norms "
+                       "(Kobayashi et al. 2020): ‖α · f(x)‖, the size of what the key actually adds to the query "
+                       "through this head — a large weight on a tiny vector counts for little.")
+
+
+def weigh(result: AttentionResult, weighting: str, quiet: bool = False) -> Weighted:
+    """``result`` ready to draw under ``weighting``: the norms are computed once per run from what it
+    captured (cached beside it, no forward); a model without values or W_O falls back to the weights
+    and the page says so (unless ``quiet``: a second result of the same model)."""
+    if weighting == "weights":
+        return weighted(result, weighting)
+    shown = weighted(result, weighting, cache.value_norms(result, cache.identity(result)))
+    if shown.note and not quiet:
+        plain.caption(shown.note)
+    return shown

@@ -8,15 +8,18 @@ from __future__ import annotations
 import streamlit as st
 
 from ...analysis.ablation import MODES
-from ...analysis.ablation_view import chosen_heads, following_labels, head_options, shipped_importance
+from ...analysis.ablation_view import (chosen_heads, following_labels, head_item, head_options, marked,
+                                       shipped_importance, toggled)
 from ...analysis.coreference import positions
 from ...figures.ablation import log_prob_bars, movement_bars, pattern_pair, study_bars
+from ...figures.grid import heads_grid
 from ...head_effects import Comparison
 from ...result import AttentionResult
 from ...selection import Choice, displayed
 from .. import ablation_cache, cache, plain
 from ..controls import attention_picker, layer_head_picker, token_picker
 from ..state import take
+from ..tables import clicked_tile
 from ..widgets import choice, flag, integer
 from ..export import chart
 
@@ -33,9 +36,11 @@ STUDY_DRAWS = 20  # random sets of heads the top heads are compared with
 
 
 def heads_picker(options: list[str], key: str) -> list[str]:
-    """A multiselect of heads; the link carries them as the CLI's ``--ablate`` value."""
+    """A multiselect of heads; the link carries them as the CLI's ``--ablate`` value. A head clicked
+    in the grid (:func:`grid_picker`) is added or removed here, before the widget is drawn."""
     raw = take(key)
     wanted = raw.split(",") if raw is not None else st.session_state.get(key, [])
+    wanted = toggled(wanted, st.session_state.pop(f"_{key}_toggle", None))
     st.session_state[key] = [item for item in dict.fromkeys(s.strip() for s in wanted) if item in options]
     return st.multiselect(
         "Heads to remove", options, key=key, placeholder="layer.head, e.g. 3.1",
@@ -50,9 +55,13 @@ def render(result: AttentionResult) -> dict:
         plain.info(f"{result.model} cannot have heads removed: this page needs a multi-head Transformer whose "
                    "forward we run ourselves (minilm, toy-translate or induction).")
         return {}
-    items = heads_picker(head_options(result), "ablation_ablate")
-    mode = choice("Replace the removed heads' output with", MODES, "ablation_ablation", widget="radio",
-                  format_func=MODE_NAMES.get, horizontal=True)
+    left, right = st.columns(2)
+    with left:
+        items = heads_picker(head_options(result), "ablation_ablate")
+        mode = choice("Replace the removed heads' output with", MODES, "ablation_ablation", widget="radio",
+                      format_func=MODE_NAMES.get, horizontal=True)
+    with right:
+        grid_picker(result, items, "ablation_ablate")
     if items:
         heads = chosen_heads(items, result)
         comparison = ablation_cache.comparison(result.model, result.tokens.text, result.meta.get("target"), heads, mode)
@@ -64,6 +73,24 @@ def render(result: AttentionResult) -> dict:
         coreference(result, mode)
     importance(result.model)
     return {"ablate": ",".join(items), "ablation": mode}
+
+
+def grid_picker(result: AttentionResult, items: list[str], key: str) -> None:
+    """Every head of one attention as a thumbnail: a click puts that head in the set of ``key``'s
+    multiselect, or takes it out. The multiselect is already drawn in this run, so the click is
+    applied on a rerun (by :func:`heads_picker`); the grid comes back under a new key, with no
+    selection left in it, so the next click on any head (the same one too) counts."""
+    group = attention_picker(result, key="ablation_pick_group")
+    clicks = st.session_state.setdefault(f"_{key}_clicks", 0)
+    figure = heads_grid(result.stack("pattern", *group), marked=marked(items, result, group),
+                        title="or click heads: red = removed, click again to put one back",
+                        click="click to remove it (or put it back)")
+    event = chart(st, figure, key=f"ablation_pick_{clicks}", on_select="rerun", selection_mode="points")
+    clicked = clicked_tile(event, result.pattern(group, 0).shape[0])
+    if clicked is not None:
+        st.session_state[f"_{key}_toggle"] = head_item(result, group, *clicked)
+        st.session_state[f"_{key}_clicks"] = clicks + 1
+        st.rerun()
 
 
 def effect(comparison: Comparison) -> None:

@@ -10,7 +10,7 @@ from ...figures.focus import focus_heatmap, highlighted_text
 from ...names import CROSS
 from ...result import AttentionResult
 from ...selection import default_token, group_tokens
-from ..controls import attention_picker, layer_head_picker, token_picker
+from ..controls import attention_picker, layer_head_picker, token_picker, weigh, weighting_picker
 from ..plain import literal
 from ..tables import clicked_tile, follow
 from ..export import chart
@@ -18,6 +18,7 @@ from ..export import chart
 
 def render(result: AttentionResult) -> None:
     group = attention_picker(result, key="focus_group")
+    weighed = weigh(result, weighting_picker())
     query_tokens, key_tokens = group_tokens(result, group)
     queries, keys = list(query_tokens.labels), list(key_tokens.labels)
     left, right = st.columns(2)
@@ -26,11 +27,12 @@ def render(result: AttentionResult) -> None:
                          default_token(queries, "it", min(1, len(queries) - 1)))
     with right:
         k = token_picker("Key token (attended to)", keys, "focus_key", default_token(keys, "animal", 0))
-    stack = result.stack("pattern", *group)
-    event = chart(st, focus_heatmap(focus_matrix(stack, q, k), queries[q], keys[k], q, k), key="focus_chart",
-                  on_select="rerun", selection_mode="points")
+    stack = weighed.stack(group)
+    event = chart(st, focus_heatmap(focus_matrix(stack, q, k), queries[q], keys[k], q, k, quantity=weighed.quantity),
+                  key="focus_chart", on_select="rerun", selection_mode="points")
     follow(clicked_tile(event, stack.shape[1]), "focus_chart", "focus_layer", "focus_head")
 
-    st.subheader(f"The attention row of “{literal(queries[q])}” in one head")
+    st.subheader(f"The {'attention row' if weighed.weighting == 'weights' else 'value-weighted norms'} of "
+                 f"“{literal(queries[q])}” in one head")
     layer, head = layer_head_picker(result, group, key="focus", reductions=False)
     st.html(highlighted_text(keys, stack[layer, head, q], None if group == CROSS else q))

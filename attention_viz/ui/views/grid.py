@@ -10,16 +10,18 @@ from ...names import CROSS
 from ...result import AttentionResult
 from ...selection import group_tokens
 from ...selection import head_table as table_of  # the rows; ..tables draws them
-from ..controls import attention_picker, layer_head_picker
+from ..controls import attention_picker, layer_head_picker, weigh, weighting_picker
 from ..tables import clicked_tile, follow, head_table
 from ..export import chart, figure_downloads
 
 
 def render(result: AttentionResult) -> None:
     group = attention_picker(result, key="grid_group")
-    stack = result.stack("pattern", *group)  # [layers, heads, q, k]
+    weighed = weigh(result, weighting_picker())
+    stack = weighed.stack(group)  # [layers, heads, q, k]
     query_tokens, key_tokens = group_tokens(result, group)
-    grid = heads_grid(stack, title="every head (rows: layers, columns: heads) — click one to enlarge it")
+    grid = heads_grid(stack, title=f"every head (rows: layers, columns: heads){weighed.suffix} — click one to enlarge it",
+                      quantity=weighed.quantity)
     event = chart(st, grid, key="grid_chart", on_select="rerun", selection_mode="points")
     figure_downloads(grid, "grid_chart")
     follow(clicked_tile(event, stack.shape[1]), "grid_chart", "grid_layer", "grid_head")
@@ -28,11 +30,14 @@ def render(result: AttentionResult) -> None:
     if group == CROSS:
         st.caption("Cross-attention relates target positions to source positions of another sentence, so the "
                    "statistics that compare positions (previous token, self, next token, offsets) are left out.")
+    if weighed.weighting == "norms":
+        st.caption("The statistics are those of the attention weights (shares of each row), whatever the weighting.")
     st.caption("Click a row to enlarge that head below.")
     follow(head_table(table_of(result, group), "grid_stats"), "grid_stats", "grid_layer", "grid_head")
 
     st.subheader("Enlarge one head")
     layer, head = layer_head_picker(result, group, key="grid", reductions=False)
     enlarged = attention_heatmap(stack[layer, head], list(query_tokens.labels), list(key_tokens.labels),
-                                 title=f"layer {layer}, head {head}")
+                                 title=f"layer {layer}, head {head}{weighed.suffix}", colorbar_title=weighed.quantity,
+                                 hover=f"query %{{y}}<br>key %{{x}}<br>{weighed.quantity} %{{z:.4f}}<extra></extra>")
     chart(st, enlarged, key="grid_enlarged")

@@ -6,53 +6,59 @@ from __future__ import annotations
 import streamlit as st
 
 from ...analysis.composition import FlowShown, across_layers, flow_for
+from ...analysis.weighting import Weighted
 from ...figures.heatmap import attention_heatmap
 from ...names import CROSS, Group
 from ...result import AttentionResult
 from ...selection import default_token, group_tokens
-from .. import cache
-from ..controls import attention_picker, token_picker
+from .. import cache, plain
+from ..controls import attention_picker, token_picker, weigh, weighting_picker
 from ..plain import literal
 from ..export import chart
 
 
 @st.cache_resource(max_entries=32, show_spinner="Computing the attention flow…")
-def flow_cached(_result: AttentionResult, run: tuple, group: Group, query: int) -> FlowShown:
-    """Max-flow is the slow part of this page: once per (run, attention, token). ``run`` names the
-    result (:func:`..cache.identity`); the result itself is not hashed."""
-    return flow_for(_result.stack("pattern", *group), query)
+def flow_cached(_weighed: Weighted, run: tuple, weighting: str, group: Group, query: int) -> FlowShown:
+    """Max-flow is the slow part of this page: once per (run, weighting, attention, token). ``run``
+    names the result (:func:`..cache.identity`); the result itself is not hashed."""
+    return flow_for(_weighed.shares(group), query)
 
 
 def render(result: AttentionResult) -> None:
     group = attention_picker(result, key="layers_group")
+    weighed = weigh(result, weighting_picker())
     if group == CROSS:
         st.info("Rollout and flow compose a token's attention to itself through the layers; "
                 "choose a self-attention.")
         return
     labels = list(group_tokens(result, group)[0].labels)
     q = token_picker("Token", labels, "layers_query", default_token(labels, "it", 0))
-    stack = result.stack("pattern", *group)  # [layers, heads, q, k]
-    per_layer, rolled = across_layers(stack, q)
+    norms = weighed.weighting == "norms"
+    per_layer, rolled = across_layers(weighed.stack(group), q, weighed.shares(group) if norms else None)
     chart(st, 
         attention_heatmap(per_layer, [f"layer {i}" for i in range(len(per_layer))], labels,
-                          title=f"“{labels[q]}” in every layer (mean of heads)"),
+                          title=f"“{labels[q]}” in every layer (mean of heads){weighed.suffix}",
+                          colorbar_title=weighed.quantity,
+                          hover=f"%{{y}}<br>key %{{x}}<br>{weighed.quantity} %{{z:.4f}}<extra></extra>"),
         key="layers_rows",
     )
+    if norms:
+        plain.caption("Rollout and flow below compose value-weighted shares: each row of norms divided by its sum.")
 
     st.subheader("Attention rollout")
     st.caption("Each layer's mean of heads plus the residual identity (½A + ½I), rows renormalized, multiplied "
                "through the layers: how much of each input token reaches each position.")
-    chart(st, attention_heatmap(rolled, labels, labels, title="rollout after the last layer"),
+    chart(st, attention_heatmap(rolled, labels, labels, title=f"rollout after the last layer{weighed.suffix}"),
                     key="layers_rollout")
 
     st.subheader("Attention flow")
     st.caption("The layers as a network of pipes with the same capacities: the maximum flow from each "
                "position to each input token.")
-    flow = flow_cached(result, cache.identity(result), group, q)
+    flow = flow_cached(weighed, cache.identity(result), weighed.weighting, group, q)
     if flow.note:
         st.info(literal(flow.note))
     if flow.matrix is not None:
         rows = labels if flow.rows is None else [labels[i] for i in flow.rows]
-        title = "attention flow" if flow.rows is None else f"attention flow of “{labels[q]}”"
+        title = ("attention flow" if flow.rows is None else f"attention flow of “{labels[q]}”") + weighed.suffix
         chart(st, attention_heatmap(flow.matrix, rows, labels, title=title),
                         key="layers_flow" if flow.rows is None else "layers_flow_row")
