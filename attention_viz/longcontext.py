@@ -13,28 +13,12 @@ the hidden states and the q/k equal those of the model's own forward.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .analysis.blockwise import QueriesKeys
 from .errors import ModelError
 from .model import MultiHeadAttention, Transformer
-
-
-@dataclass(frozen=True)
-class QueriesKeys:
-    """Each layer's rotated queries and keys of one long input, float32 numpy."""
-
-    q: list[np.ndarray]  # per layer (h, T, d_k)
-    k: list[np.ndarray]  # per layer (h_kv, T, d_k)
-    hidden: np.ndarray  # (T, d_model) the decoder's final hidden states
-
-    def head(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
-        """(q, k) of one query head, k being the K/V head its group reads."""
-        q, k = self.q[layer], self.k[layer]
-        return q[head], k[head // (q.shape[0] // k.shape[0])]
 
 
 def _attention(attn: MultiHeadAttention, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

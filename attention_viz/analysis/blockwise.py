@@ -28,6 +28,21 @@ POOLINGS = ("max", "mean")
 
 
 @dataclass(frozen=True)
+class QueriesKeys:
+    """Each layer's rotated queries and keys of one long input, float32 numpy (what
+    :func:`attention_viz.longcontext.queries_and_keys` keeps instead of the patterns)."""
+
+    q: list[np.ndarray]  # per layer (h, T, d_k)
+    k: list[np.ndarray]  # per layer (h_kv, T, d_k)
+    hidden: np.ndarray  # (T, d_model) the decoder's final hidden states
+
+    def head(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
+        """(q, k) of one query head, k being the K/V head its group reads."""
+        q, k = self.q[layer], self.k[layer]
+        return q[head], k[head // (q.shape[0] // k.shape[0])]
+
+
+@dataclass(frozen=True)
 class Overview:
     """One head's pattern pooled to (row tiles, column tiles), plus its row normalizers."""
 

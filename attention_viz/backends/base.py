@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..analysis.ablation import Ablation
+from ..analysis.long_input import LongInput
 from ..analysis.probes import english_probes
 from ..errors import ModelError
 from ..model import Shape
@@ -114,6 +115,14 @@ class Backend(ABC):
     def padded_batch(self, sentences: Sequence[Sequence[int]], layer: int) -> PaddedBatch:
         """Token id lists as one right-padded batch through the encoder (see attention_viz.masking)."""
         raise ModelError(f"{self.name} cannot run a padded batch here (our own Transformers can)")
+
+    can_read_long: bool = False  # long_input(): texts past max_tokens, patterns rebuilt blockwise
+
+    def long_input(self, text: str) -> LongInput:
+        """The whole of a long ``text`` (up to the model's own limit, beyond ``max_tokens``): each
+        layer's rotated queries and keys, from which any head's pattern is computed block by block."""
+        raise ModelError(f"{self.name} cannot read inputs longer than {self.max_tokens} tokens here "
+                         "(decoders that run in our own Transformer can)")
 
     def layer_states(self, text: str, kinds: Collection[str] = ("pattern",)) -> tuple[AttentionResult, "np.ndarray | None"]:
         """:meth:`run` plus every layer's output token representations ``(layers, T, d_model)`` from

@@ -19,8 +19,10 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
+from ..analysis.long_input import LongInput
 from ..errors import ModelError
 from ..hooks import KINDS, capture
+from ..longcontext import queries_and_keys
 from ..model import Transformer, TransformerConfig
 from ..result import AttentionResult
 from ..tokens import Tokens, load_tokenizer, tokenize
@@ -138,6 +140,18 @@ class OursDecoderBackend(Backend):
         with torch.inference_mode(), capture(kinds=kinds) as recorded:
             self.model(ids)
         return AttentionResult.from_recorder(self.name, tokens, recorded, meta=self.meta(dropped))
+
+    @property
+    def can_read_long(self) -> bool:  # type: ignore[override]
+        """Past max_tokens, up to the model's own limit; the blockwise path has no sliding window yet."""
+        return self.model.config.max_len > self.max_tokens and self.model.config.sliding_window is None
+
+    def long_input(self, text: str) -> LongInput:
+        if not self.can_read_long:
+            return super().long_input(text)
+        tokens, dropped = tokenize(self.tokenizer, check_text(text), self.model.config.max_len)
+        kept = queries_and_keys(self.model, torch.tensor([require_readable(tokens).ids]))  # no (T, T) tensor
+        return LongInput(self.name, tokens, kept, dropped)
 
     def meta(self, dropped: int) -> dict:
         config = self.model.config

@@ -1,0 +1,108 @@
+"""One head of a long input (thousands of tokens) at screen resolution, from the kept queries and
+keys: the whole pattern pooled to tiles, or a zoomed rectangle pooled the same way, down to exact
+cells. Never a (T, T) matrix: :mod:`attention_viz.analysis.blockwise` computes block by block.
+
+Plain numpy (no torch): the backend fills :class:`LongInput`, the head view asks for
+:class:`LongHeatmap`s and draws them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..tokens import Tokens
+from .blockwise import POOLINGS, Overview, QueriesKeys, overview, pattern_block, pooled_region, quantize
+
+TILES = 512  # tiles per side: about a screen's width of heatmap
+
+
+@dataclass(frozen=True)
+class LongInput:
+    """A long text's tokens and each decoder layer's rotated queries and keys."""
+
+    model: str
+    tokens: Tokens
+    kept: QueriesKeys
+    dropped: int  # tokens past the model's longest input
+
+    @property
+    def length(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.kept.q)
+
+    @property
+    def n_heads(self) -> int:
+        return self.kept.q[0].shape[0]
+
+    def overview(self, layer: int, head: int, tiles: int = TILES) -> Overview:
+        """One pass over the head's causal logits: row normalizers and the pooled pattern."""
+        return overview(*self.kept.head(layer, head), tiles=tiles)
+
+
+@dataclass(frozen=True)
+class LongHeatmap:
+    """What the browser gets for one head: pooled tiles as uint8 codes with one scale, or, once a
+    tile is a single query–key pair, the exact weights (float32)."""
+
+    rows: range  # query positions covered
+    cols: range  # key positions covered
+    tile_rows: int  # tokens per tile, vertically (1: exact cells)
+    tile_cols: int
+    pooling: str  # "max" or "mean": what one tile shows of its cells
+    codes: np.ndarray | None  # (row tiles, col tiles) uint8, value ≈ code / 255 · scale
+    scale: float
+    exact: np.ndarray | None  # (rows, cols) float32 weights when every tile is one cell
+
+    @property
+    def is_exact(self) -> bool:
+        return self.exact is not None
+
+    @property
+    def row_starts(self) -> np.ndarray:
+        """The first query position of each tile row."""
+        return np.arange(self.rows.start, self.rows.stop, self.tile_rows)
+
+    @property
+    def col_starts(self) -> np.ndarray:
+        return np.arange(self.cols.start, self.cols.stop, self.tile_cols)
+
+    def values(self) -> np.ndarray:
+        """The weights as drawn: exact cells, or the codes dequantized (within scale/510 of the pooled value)."""
+        if self.exact is not None:
+            return self.exact
+        return self.codes.astype(np.float32) * np.float32(self.scale / 255.0)
+
+
+def clamp_region(length: int, first: int, last: int) -> range:
+    """Positions first … last (inclusive, either order) inside 0 … length−1, at least one."""
+    lo, hi = sorted((min(max(first, 0), length - 1), min(max(last, 0), length - 1)))
+    return range(lo, hi + 1)
+
+
+def long_heatmap(
+    long: LongInput, layer: int, head: int, whole: Overview, rows: range, cols: range, pooling: str = "max",
+    tiles: int = TILES,
+) -> LongHeatmap:
+    """One head over ``rows`` × ``cols``: the overview's own tiles when the region is the whole
+    input, else the region pooled afresh (exact cells once it fits in ``tiles`` each way).
+
+    ``whole`` is ``long.overview(layer, head, tiles)``: its normalizers make every block exact.
+    """
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    q, k = long.kept.head(layer, head)
+    if len(rows) <= tiles and len(cols) <= tiles:
+        exact = pattern_block(q, k, whole.lse, rows, cols)
+        return LongHeatmap(rows, cols, 1, 1, pooling, None, float(exact.max()), exact)
+    everything = range(long.length)
+    if rows == everything and cols == everything:
+        pooled, tile_rows, tile_cols = (whole.max if pooling == "max" else whole.mean), whole.tile_rows, whole.tile_cols
+    else:
+        pooled, tile_rows, tile_cols = pooled_region(q, k, whole.lse, rows, cols, tiles=tiles, pooling=pooling)
+    packed = quantize(pooled, pooling)
+    return LongHeatmap(rows, cols, tile_rows, tile_cols, pooling, packed.codes, packed.scale, None)

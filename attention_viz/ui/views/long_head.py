@@ -1,0 +1,76 @@
+"""The head view for a text longer than the model's capture limit (thousands of tokens): the whole
+input is read, each layer's queries and keys are kept, and one head's pattern is computed block by
+block: an overview pooled to screen resolution, and a zoom by query/key ranges down to exact cells.
+:mod:`.head` hands over here when the run dropped tokens that the model itself could read."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ...analysis.blockwise import POOLINGS, Overview
+from ...analysis.long_input import TILES, LongInput, clamp_region, long_heatmap
+from ...figures.long_heatmap import long_heatmap_figure
+from ...names import DECODER_SELF
+from ...result import AttentionResult
+from .. import cache
+from ..controls import layer_head_picker
+from ..export import chart
+from ..widgets import choice, integer
+
+POOLING_NAMES = {"max": "max (the strongest weight in each tile)", "mean": "mean (the average weight of each tile)"}
+
+
+def applies(result: AttentionResult) -> bool:
+    """The run dropped tokens, and the model can read them blockwise."""
+    return result.meta.get("dropped", 0) > 0 and cache.backend(result.model).can_read_long
+
+
+@st.cache_resource(max_entries=4, show_spinner="Reading the whole text (queries and keys of every layer)…")
+def long_input(model: str, text: str) -> LongInput:
+    """Per (model, text): layers × heads × tokens × d_k floats, never tokens²."""
+    return cache.backend(model).long_input(text)
+
+
+@st.cache_resource(max_entries=32, show_spinner="Computing the head's pattern block by block…")
+def head_overview(_long: LongInput, identity: tuple, layer: int, head: int) -> Overview:
+    """One pass per head (normalizers and pooled tiles); ``identity`` = (model, text) names ``_long``."""
+    return _long.overview(layer, head, TILES)
+
+
+def render(result: AttentionResult) -> None:
+    text = result.tokens.text
+    long = long_input(result.model, text)
+    n = long.length
+    st.info(
+        f"This text has {n:,} tokens, more than the {len(result.tokens):,} the other views capture. This view reads "
+        f"all of them: it keeps each layer's queries and keys and computes one head's attention block by block, "
+        "never the whole table at once. Pick a head, then zoom in with the ranges below."
+    )
+    if long.dropped:
+        st.caption(f"The model reads at most {n:,} tokens: the last {long.dropped:,} were dropped.")
+    layer, head = layer_head_picker(result, DECODER_SELF, key="head", reductions=False)
+    pooling = choice("Each tile shows", POOLINGS, "head_long_pooling", widget="radio", horizontal=True,
+                     format_func=POOLING_NAMES.get)
+    left, right = st.columns(2)
+    with left:
+        q0 = integer("First query", 0, n - 1, "head_long_q0", 0)
+        q1 = integer("Last query", 0, n - 1, "head_long_q1", n - 1)
+    with right:
+        k0 = integer("First key", 0, n - 1, "head_long_k0", 0)
+        k1 = integer("Last key", 0, n - 1, "head_long_k1", n - 1)
+    rows, cols = clamp_region(n, q0, q1), clamp_region(n, k0, k1)
+    whole = head_overview(long, (result.model, text), layer, head)
+    heatmap = long_heatmap(long, layer, head, whole, rows, cols, pooling)
+    title = f"layer {layer}, head {head}: queries {rows.start}–{rows.stop - 1}, keys {cols.start}–{cols.stop - 1}"
+    chart(st, long_heatmap_figure(heatmap, long.tokens.labels, title), key="head_long_chart",
+          config={"displaylogo": False})
+    if heatmap.is_exact:
+        st.caption("Every cell is one query–key pair with its exact weight (hover shows it), computed from the "
+                   "softmax normalizers of the whole row, so the weights are the model's own.")
+    else:
+        st.caption(
+            f"Each square is a tile of {heatmap.tile_rows}×{heatmap.tile_cols} tokens showing the "
+            f"{'largest' if pooling == 'max' else 'mean'} weight among its query–key pairs ({pooling} pooling), "
+            f"in 256 shades (the colour bar gives the weights). Narrow the ranges to {TILES} tokens or fewer each "
+            "way to see exact cells."
+        )

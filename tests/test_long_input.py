@@ -1,0 +1,140 @@
+"""Long inputs in the app: past the capture limit the head view reads the whole text, keeps each
+layer's queries and keys, and draws one head pooled to screen tiles (uint8) or, zoomed in, exact
+cells — equal to the model's own captured pattern where both exist."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from apphelpers import app
+from single_view import array, figures, link, problems
+from test_ours_decoder import WORDS, save
+
+from attention_viz.analysis.long_input import LongInput, clamp_region, long_heatmap
+from attention_viz.backends.registry import load_backend
+from attention_viz.hooks import capture
+from attention_viz.longcontext import queries_and_keys
+from attention_viz.model import Transformer, TransformerConfig
+from attention_viz.names import DECODER_SELF
+from attention_viz.tokens import Tokens
+
+LENGTH = 3000  # words; the tiny checkpoint reads 4096 positions, the app captures 2048
+
+
+def long_text(n: int = LENGTH, seed: int = 0) -> str:
+    rng = np.random.default_rng(seed)
+    return " ".join(rng.choice(WORDS, n))
+
+
+def pool(p: np.ndarray, tr: int, tc: int, how: str) -> np.ndarray:
+    rows, cols = -(-p.shape[0] // tr), -(-p.shape[1] // tc)
+    tiles = [[p[i * tr : (i + 1) * tr, j * tc : (j + 1) * tc] for j in range(cols)] for i in range(rows)]
+    return np.array([[t.max() if how == "max" else t.mean() for t in row] for row in tiles])
+
+
+@pytest.fixture(scope="module")
+def small():
+    """A tiny rotary GQA decoder, its captured patterns on 700 tokens, and the same input kept blockwise."""
+    torch.manual_seed(0)
+    config = TransformerConfig(shape="decoder-only", vocab_size=50, d_model=32, h=4, n_kv_heads=2, d_ff=64, N=2,
+                               max_len=1024, positional="rotary", norm="pre", norm_type="rms", activation="silu",
+                               gated_ffn=True, dropout=0.0)
+    model = Transformer(config).eval()
+    ids = torch.randint(0, 50, (1, 700))
+    with torch.inference_mode(), capture(kinds=("pattern",)) as recorded:
+        model(ids)
+    patterns = [recorded.steps(name)[-1][0].numpy() for name in recorded.names_recorded()]
+    n = ids.shape[1]
+    tokens = Tokens("x" * n, tuple(ids[0].tolist()), ("x",) * n, tuple((i, i + 1) for i in range(n)),
+                    (False,) * n, (False,) * n, tuple(range(n)))
+    return LongInput("tiny", tokens, queries_and_keys(model, ids), 0), patterns
+
+
+def test_overview_zoom_and_exact_cells_equal_the_captured_pattern(small):
+    long, patterns = small
+    for layer, head in ((0, 0), (1, 3)):
+        full = patterns[layer][head]
+        whole = long.overview(layer, head, tiles=64)
+        everything = range(700)
+        overview = long_heatmap(long, layer, head, whole, everything, everything, "max", tiles=64)
+        assert overview.tile_rows == overview.tile_cols == 11 and overview.codes.dtype == np.uint8
+        assert np.abs(overview.values() - pool(full, 11, 11, "max")).max() <= overview.scale / 510 + 1e-6
+        rows, cols = range(100, 600), range(0, 300)
+        zoom = long_heatmap(long, layer, head, whole, rows, cols, "mean", tiles=64)
+        expected = pool(full[100:600, 0:300], zoom.tile_rows, zoom.tile_cols, "mean")
+        assert np.abs(zoom.values() - expected).max() <= zoom.scale / 510 + 1e-6
+        cells = long_heatmap(long, layer, head, whole, range(600, 650), range(590, 650), tiles=64)
+        assert cells.is_exact and np.abs(cells.exact - full[600:650, 590:650]).max() <= 1e-5
+        assert np.all(np.triu(cells.exact, 11) == 0.0)  # key 590 + j is in query 600 + i's future when j > i + 10
+
+
+def test_region_is_clamped_and_ordered():
+    assert clamp_region(100, 90, 10) == range(10, 91)
+    assert clamp_region(100, -5, 500) == range(0, 100)
+    assert clamp_region(100, 7, 7) == range(7, 8)
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("long")
+    save(root / "llama", "llama", max_position_embeddings=4096)
+    save(root / "mistral", "mistral", max_position_embeddings=4096)  # a sliding window: not blockwise yet
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ATTENTION_VIZ_MODEL_ROOTS", str(root))
+        yield root
+
+
+def test_backend_reads_past_the_capture_limit(folders):
+    backend = load_backend(f"hf:{folders / 'llama'}")
+    text = long_text()
+    result = backend.run(text)
+    assert backend.can_read_long and len(result.tokens) == backend.max_tokens == 2048 and result.meta["dropped"] > 0
+    long = backend.long_input(text)
+    assert long.length == LENGTH + 1 and long.dropped == 0  # <s> + every word
+    assert long.tokens.ids[:2048] == result.tokens.ids
+    whole = long.overview(1, 2)
+    cells = long_heatmap(long, 1, 2, whole, range(1500, 1600), range(1400, 1600))
+    assert np.abs(cells.exact - result.pattern(DECODER_SELF, 1, 2)[1500:1600, 1400:1600]).max() <= 1e-5
+    assert not load_backend(f"hf:{folders / 'mistral'}").can_read_long
+
+
+def test_head_view_on_a_long_text_draws_tiles_then_exact_cells(folders):
+    model, text = f"hf:{folders / 'llama'}", long_text()
+    at = app(view="head", model=model, text=text)  # the app: its sentence box holds 20,000 characters
+    assert problems(at) == []
+    assert any(f"{LENGTH + 1:,} tokens" in info.value for info in at.info)
+    (spec,) = figures(at)
+    sent = len(json.dumps(spec))
+    assert spec["data"][0]["z"]["dtype"] == "u1" and sent < 1_000_000  # 512 × 512 levels, not 3001² floats
+    z = array(spec["data"][0]["z"])
+    assert z.shape == (501, 501) and z.max() == 255  # tiles of 6 tokens; the largest tile is the scale
+    assert any("max pooling" in c.value for c in at.caption)
+
+    at.radio(key="head_long_pooling").set_value("mean").run()
+    assert any("mean pooling" in c.value for c in at.caption)
+    at.slider(key="head_layer").set_value(1).run()
+    at.select_slider(key="head_head").set_value(2).run()
+    for key, value in (("head_long_q0", 1900), ("head_long_q1", 2047), ("head_long_k0", 1800), ("head_long_k1", 2047)):
+        at.slider(key=key).set_value(value).run()
+    assert problems(at) == []
+    (spec,) = figures(at)
+    exact = array(spec["data"][0]["z"])
+    captured = load_backend(model).run(text).pattern(DECODER_SELF, 1, 2)  # the ordinary capture, first 2048
+    assert np.abs(exact - captured[1900:2048, 1800:2048]).max() <= 1e-5
+    assert any("exact weight" in c.value for c in at.caption)
+
+    params = link(at)
+    assert {k: params.get(k) for k in ("long_pooling", "long_q0", "long_q1", "layer", "head")} == {
+        "long_pooling": "mean", "long_q0": "1900", "long_q1": "2047", "layer": "1", "head": "2"}
+    again = app(**params)
+    assert problems(again) == [] and np.array_equal(array(figures(again)[0]["data"][0]["z"]), exact)
+
+
+def test_short_texts_and_other_models_keep_the_ordinary_head_view(folders):
+    at = app(view="head", model=f"hf:{folders / 'llama'}", text=long_text(50))
+    assert problems(at) == [] and not at.info
+    assert figures(at)[0]["data"][0]["z"]["dtype"] == "f4"
