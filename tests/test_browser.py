@@ -114,6 +114,14 @@ def test_clicking_a_head_in_token_focus_opens_its_row(app_url, page):
     wait_for_link(page, {"layer": "3", "head": "1", "view": "focus"})
 
 
+def test_the_weighting_choice_redraws_the_head_as_value_weighted_norms_and_goes_into_the_link(app_url, page):
+    page.goto(f"{app_url}/?view=head")
+    wait_for_heatmap(page, "layer 3, head 1")
+    page.get_by_text("value-weighted norms", exact=True).click()
+    wait_for_heatmap(page, "layer 3, head 1 · value-weighted norms")
+    wait_for_link(page, {"weighting": "norms", "view": "head"})
+
+
 def ablation_tiles(page):
     """The head markers of the ablation page's grid (the figure titled "or click heads …")."""
     grid = page.locator(".js-plotly-plot").filter(has_text="or click heads")

@@ -21,6 +21,7 @@ from ..names import ENCODER_SELF
 from ..result import AttentionResult
 
 MAX_RESULTS = 24  # ≈ 24 × 75 MB at the 512-token worst case
+MAX_NORMS = 8  # value-weighted norms: the patterns' size again
 
 
 def backend(name: str) -> Backend:
@@ -41,11 +42,12 @@ def run(name: str, text: str, target: str | None = None, kinds: tuple[str, ...] 
     return model.run(text, target=target, kinds=tuple(dict.fromkeys(tuple(kinds) + values)))
 
 
-@st.cache_resource(max_entries=MAX_RESULTS, show_spinner=False)
+@st.cache_resource(max_entries=MAX_NORMS, show_spinner=False)
 def value_norms(_result: AttentionResult, identity: tuple) -> dict[str, np.ndarray] | str:
     """The value-weighted norms of a result of :func:`run` (or why there are none), once per run:
     from its captured values and the model's W_O, never by running the model again. ``identity``
-    (:func:`identity`) names the result; the arrays are not hashed."""
+    (:func:`identity`) names the result; the arrays are not hashed. As large as the patterns, and
+    quick to recompute (no forward), so fewer are kept than results."""
     return value_norms_or_reason(_result, backend(_result.model).output_projection)
 
 
