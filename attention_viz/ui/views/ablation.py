@@ -68,7 +68,7 @@ def render(result: AttentionResult) -> dict:
         effect(comparison)
         patterns(comparison)
     else:
-        st.info("Pick one or more heads above to see the model with and without them.")
+        st.info("Pick one or more heads above, or click them in the grid, to see the model with and without them.")
     if backend.shape == "encoder-only":
         coreference(result, mode)
     importance(result.model)
