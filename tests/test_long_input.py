@@ -22,7 +22,7 @@ from attention_viz.model import Transformer, TransformerConfig
 from attention_viz.names import DECODER_SELF
 from attention_viz.tokens import Tokens
 
-LENGTH = 3000  # words; the tiny checkpoint reads 4096 positions, the app captures 2048
+LENGTH = 3000  # words; the tiny checkpoint reads 4096 positions, the app captures 1024
 
 
 def long_text(n: int = LENGTH, seed: int = 0) -> str:
@@ -92,13 +92,13 @@ def test_backend_reads_past_the_capture_limit(folders):
     backend = load_backend(f"hf:{folders / 'llama'}")
     text = long_text()
     result = backend.run(text)
-    assert backend.can_read_long and len(result.tokens) == backend.max_tokens == 2048 and result.meta["dropped"] > 0
+    assert backend.can_read_long and len(result.tokens) == backend.max_tokens == 1024 and result.meta["dropped"] > 0
     long = backend.long_input(text)
     assert long.length == LENGTH + 1 and long.dropped == 0  # <s> + every word
-    assert long.tokens.ids[:2048] == result.tokens.ids
+    assert long.tokens.ids[:1024] == result.tokens.ids
     whole = long.overview(1, 2)
-    cells = long_heatmap(long, 1, 2, whole, range(1500, 1600), range(1400, 1600))
-    assert np.abs(cells.exact - result.pattern(DECODER_SELF, 1, 2)[1500:1600, 1400:1600]).max() <= 1e-5
+    cells = long_heatmap(long, 1, 2, whole, range(900, 1024), range(800, 1024))
+    assert np.abs(cells.exact - result.pattern(DECODER_SELF, 1, 2)[900:1024, 800:1024]).max() <= 1e-5
     assert not load_backend(f"hf:{folders / 'mistral'}").can_read_long
 
 
@@ -118,18 +118,18 @@ def test_head_view_on_a_long_text_draws_tiles_then_exact_cells(folders):
     assert any("mean pooling" in c.value for c in at.caption)
     at.slider(key="head_layer").set_value(1).run()
     at.select_slider(key="head_head").set_value(2).run()
-    for key, value in (("head_long_q0", 1900), ("head_long_q1", 2047), ("head_long_k0", 1800), ("head_long_k1", 2047)):
+    for key, value in (("head_long_q0", 900), ("head_long_q1", 1023), ("head_long_k0", 800), ("head_long_k1", 1023)):
         at.slider(key=key).set_value(value).run()
     assert problems(at) == []
     (spec,) = figures(at)
     exact = array(spec["data"][0]["z"])
-    captured = load_backend(model).run(text).pattern(DECODER_SELF, 1, 2)  # the ordinary capture, first 2048
-    assert np.abs(exact - captured[1900:2048, 1800:2048]).max() <= 1e-5
+    captured = load_backend(model).run(text).pattern(DECODER_SELF, 1, 2)  # the ordinary capture, first 1024
+    assert np.abs(exact - captured[900:1024, 800:1024]).max() <= 1e-5
     assert any("exact weight" in c.value for c in at.caption)
 
     params = link(at)
     assert {k: params.get(k) for k in ("long_pooling", "long_q0", "long_q1", "layer", "head")} == {
-        "long_pooling": "mean", "long_q0": "1900", "long_q1": "2047", "layer": "1", "head": "2"}
+        "long_pooling": "mean", "long_q0": "900", "long_q1": "1023", "layer": "1", "head": "2"}
     again = app(**params)
     assert problems(again) == [] and np.array_equal(array(figures(again)[0]["data"][0]["z"]), exact)
 

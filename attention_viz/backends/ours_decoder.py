@@ -33,7 +33,7 @@ from ..weights.safetensors_io import check_folder, read_config, read_safetensors
 from .base import Backend, check_text, require_readable
 
 ALLOW_DOWNLOAD_ENV = "ATTENTION_VIZ_ALLOW_DOWNLOAD"  # the user's opt-in to fetching from the hub
-MAX_TOKENS_CAP = 2048  # a capture keeps layers × heads × T² floats; longer inputs go blockwise
+MAX_TOKENS_CAP = 1024  # a capture keeps layers × heads × T² floats; the head view reads longer inputs blockwise
 
 
 def _llama_state(model: Transformer, tensors: dict, hf_config: dict) -> None:
