@@ -2,7 +2,8 @@
 Debian's Chromium and saved under docs/. Run with `make screenshot` (tests never write these).
 
 - docs/screenshot.png: the landing view (what a first visitor sees);
-- docs/learn-1-basics.png … docs/learn-5-encdec.png: the Learn path, in the sidebar's order.
+- docs/learn-1-basics.png … docs/learn-5-encdec.png: the Learn path, in the sidebar's order;
+- docs/beyond-*.png: value-weighted norms, head ablation and the head detector (Beyond attention weights).
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ SHOTS = [  # file name, link parameters, a title the page must show first (None:
     ("learn-3-positional.png", {"view": "positional"}, None),
     ("learn-4-causal.png", {**TRANSLATION, "view": "causal"}, None),
     ("learn-5-encdec.png", {**TRANSLATION, "view": "encdec"}, None),
+    ("beyond-norms.png", {"view": "head", "layer": "3", "head": "1", "weighting": "norms"}, None),
+    ("beyond-ablation.png", {"view": "ablation", "ablate": "3.1,2.5"}, None),
+    ("beyond-detector.png", {"model": "induction", "text": "a q 7 m z 3 k b a q 7 m z 3 k b", "view": "detector"},
+     None),
 ]
 
 

@@ -84,3 +84,24 @@ def test_the_detector_page_says_the_server_is_busy_and_works_once_it_is_not():
     busy.run()  # the refusal was not cached: the next run computes
     assert not busy.exception and not busy.error
     assert len(charts(busy)) >= 5
+
+
+def test_a_longer_inputs_flow_waits_for_a_free_slot_while_the_rest_of_the_page_draws():
+    from attention_viz.ui.views import layers
+
+    # 44 tokens: past the gate (HEAVY_FLOW_TOKENS), inside the flow's own budget (67 on minilm)
+    long_text = " ".join(["The animal didn't cross the street because it was too tired."] * 3)
+    layers.flow_cached.clear()
+    with held(heavy, heavy.slots):
+        busy = app(text=long_text, view="layers")
+        assert not busy.exception and not busy.error
+        assert any("busy with other heavy work, so the attention flow" in i.value.replace("\\", "")
+                   for i in busy.info)
+        titles = [str(c["layout"].get("title", {}).get("text", "")) for c in charts(busy)]
+        assert any(t.startswith("rollout") for t in titles) and not any("flow" in t for t in titles)
+    busy.run()
+    assert any("flow" in str(c["layout"].get("title", {}).get("text", "")) for c in charts(busy))
+    short = app(view="layers")  # a sentence's flow needs no slot: drawn even while the server is full
+    with held(heavy, heavy.slots):
+        short.run()
+        assert any("flow" in str(c["layout"].get("title", {}).get("text", "")) for c in charts(short))

@@ -46,7 +46,10 @@ def with_subtitle(figure: go.Figure, line: str) -> go.Figure:
     512-token heatmap costs as much as building it, and figures are built afresh on every run.
     A fixed height grows by the same room, so the plot area (an image's pixels) keeps its size."""
     top, height = figure.layout.margin.t, figure.layout.height
+    # Title and subtitle pinned to the top edge: centred in the margin they would sit on an axis's
+    # top tick labels (the all-heads grids put theirs there).
     figure.update_layout(title_subtitle_text=line, title_subtitle_font=dict(size=11, color="#666"),
+                         title_yref="container", title_y=1, title_yanchor="top", title_pad_t=8,
                          margin_t=(100 if top is None else top) + SUBTITLE_ROOM)
     if height is not None:
         figure.update_layout(height=height + SUBTITLE_ROOM)

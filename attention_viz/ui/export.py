@@ -20,7 +20,8 @@ from ..result import AttentionResult
 from .state import SHOWN
 from .widgets import choice
 
-NOT_SETTINGS = {"model", "text", "target", "view", "image_format", "example"}
+NOT_SETTINGS = {"model", "text", "target", "view", "image_format", "example",
+                "weighting"}  # the title and colour bar already name the weighting
 NO_SUBTITLE = {"basics"}  # synthetic numbers: no model, no sentence
 MAX_SETTINGS = 90  # characters of settings in a subtitle
 

@@ -58,10 +58,10 @@ def render(result: AttentionResult) -> dict:
     left, right = st.columns(2)
     with left:
         items = heads_picker(head_options(result), "ablation_ablate")
+    with right:
         mode = choice("Replace the removed heads' output with", MODES, "ablation_ablation", widget="radio",
                       format_func=MODE_NAMES.get, horizontal=True)
-    with right:
-        grid_picker(result, items, "ablation_ablate")
+    grid_picker(result, items, "ablation_ablate")  # the page's width: a thumbnail per head, large enough to hit
     if items:
         heads = chosen_heads(items, result)
         comparison = ablation_cache.comparison(result.model, result.tokens.text, result.meta.get("target"), heads, mode)

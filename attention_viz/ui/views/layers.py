@@ -7,6 +7,7 @@ import streamlit as st
 
 from ...analysis.composition import FlowShown, across_layers, flow_for
 from ...analysis.weighting import Weighted
+from ...errors import ServerBusy
 from ...figures.heatmap import attention_heatmap
 from ...names import CROSS, Group
 from ...result import AttentionResult
@@ -15,13 +16,21 @@ from .. import cache, plain
 from ..controls import attention_picker, token_picker, weigh, weighting_picker
 from ..plain import literal
 from ..export import chart
+from ..heavy import heavy
+
+HEAVY_FLOW_TOKENS = 32  # a sentence's flow takes well under a second; past this, up to the budget's ~3 s
 
 
 @st.cache_resource(max_entries=32, show_spinner="Computing the attention flow…")
 def flow_cached(_weighed: Weighted, run: tuple, weighting: str, group: Group, query: int) -> FlowShown:
     """Max-flow is the slow part of this page: once per (run, weighting, attention, token). ``run``
-    names the result (:func:`..cache.identity`); the result itself is not hashed."""
-    return flow_for(_weighed.shares(group), query)
+    names the result (:func:`..cache.identity`); the result itself is not hashed. Past
+    ``HEAVY_FLOW_TOKENS`` it takes a slot of the server's heavy work (refused, not queued, when busy)."""
+    shares = _weighed.shares(group)
+    if shares.shape[-1] <= HEAVY_FLOW_TOKENS:
+        return flow_for(shares, query)
+    with heavy("the attention flow of this input"):
+        return flow_for(shares, query)
 
 
 def render(result: AttentionResult) -> None:
@@ -54,7 +63,11 @@ def render(result: AttentionResult) -> None:
     st.subheader("Attention flow")
     st.caption("The layers as a network of pipes with the same capacities: the maximum flow from each "
                "position to each input token.")
-    flow = flow_cached(weighed, cache.identity(result), weighed.weighting, group, q)
+    try:
+        flow = flow_cached(weighed, cache.identity(result), weighed.weighting, group, q)
+    except ServerBusy as busy:
+        plain.info(busy)
+        return
     if flow.note:
         st.info(literal(flow.note))
     if flow.matrix is not None:
