@@ -71,7 +71,7 @@ def relative_scores_figure(scores: Mapping[str, np.ndarray]) -> go.Figure:
     Each title carries the largest spread along a diagonal, relative to the largest score.
     """
     names = list(scores)
-    titles = [f"{name}: spread along diagonals {relative_spread(scores[name]):.1e}" for name in names]
+    titles = [f"{name}<br>spread along diagonals {relative_spread(scores[name]):.1e}" for name in names]
     figure = make_subplots(rows=1, cols=len(names), subplot_titles=titles, horizontal_spacing=0.06)
     for col, name in enumerate(names, start=1):
         s = np.asarray(scores[name], dtype=np.float64)
@@ -89,7 +89,7 @@ def relative_scores_figure(scores: Mapping[str, np.ndarray]) -> go.Figure:
         figure.update_yaxes(title_text="query position m" if col == 1 else None, autorange="reversed", row=1, col=col)
     figure.update_layout(
         title=dict(text="the same query and key vectors at every pair of positions"),
-        height=420, template=TEMPLATE, margin=MARGIN,
+        height=440, template=TEMPLATE, margin={**MARGIN, "t": 100},  # two-line panel titles
     )  # fmt: skip
     return figure
 
@@ -99,7 +99,7 @@ def spread_figure(scores: Mapping[str, np.ndarray]) -> go.Figure:
     sits at rounding error (~1e-15), additive codes at the size of the scores themselves."""
     figure = go.Figure()
     for name, s in scores.items():
-        spread = diagonal_spread(s)
+        spread = diagonal_spread(s)[:-1]  # the last diagonal is one pair: nothing to compare
         figure.add_trace(
             go.Scatter(
                 x=np.arange(len(spread)), y=np.maximum(spread, 1e-17), mode="lines", name=name,

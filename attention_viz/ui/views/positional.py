@@ -225,9 +225,10 @@ def rotary(result: AttentionResult) -> None:
 
     scores = rotary_scores_cached(d, n, draw, result.model)
     _chart(relative_scores_figure(scores), "positional_rope_scores")
+    table = position_table(result.model)
     learned_note = (
-        f" The learned panel adds {literal(result.model)}'s own position table to a query and key of its width "
-        f"({scores['learned (added)'].shape[0]} positions shown)." if "learned (added)" in scores else
+        f" The learned panel adds the first {n} rows of {literal(result.model)}'s own position table to a query "
+        f"and key of its width ({table.shape[1]} dimensions)." if table is not None else
         " This model has no learned position table of ours to compare."
     )
     st.caption(
