@@ -14,7 +14,7 @@ from apphelpers import app
 from single_view import array, figures, link, problems
 from test_ours_decoder import WORDS, save
 
-from attention_viz.analysis.long_input import LongInput, clamp_region, long_heatmap
+from attention_viz.analysis.long_input import LOG_FLOOR, LongInput, clamp_region, long_heatmap
 from attention_viz.backends.registry import load_backend
 from attention_viz.hooks import capture
 from attention_viz.longcontext import queries_and_keys
@@ -67,6 +67,9 @@ def test_overview_zoom_and_exact_cells_equal_the_captured_pattern(small):
         zoom = long_heatmap(long, layer, head, whole, rows, cols, "mean", tiles=64)
         expected = pool(full[100:600, 0:300], zoom.tile_rows, zoom.tile_cols, "mean")
         assert np.abs(zoom.values() - expected).max() <= zoom.scale / 510 + 1e-6
+        logs = long_heatmap(long, layer, head, whole, rows, cols, "mean", tiles=64, colours="log")
+        within = np.abs(np.log10(logs.values()) - np.log10(np.maximum(expected, LOG_FLOOR)))
+        assert within.max() <= 6 / 510 + 1e-9  # half a level of 6 decades in 255
         cells = long_heatmap(long, layer, head, whole, range(600, 650), range(590, 650), tiles=64)
         assert cells.is_exact and np.abs(cells.exact - full[600:650, 590:650]).max() <= 1e-5
         assert np.all(np.triu(cells.exact, 11) == 0.0)  # key 590 + j is in query 600 + i's future when j > i + 10
@@ -111,8 +114,10 @@ def test_head_view_on_a_long_text_draws_tiles_then_exact_cells(folders):
     sent = len(json.dumps(spec))
     assert spec["data"][0]["z"]["dtype"] == "u1" and sent < 1_000_000  # 512 × 512 levels, not 3001² floats
     z = array(spec["data"][0]["z"])
-    assert z.shape == (501, 501) and z.max() == 255  # tiles of 6 tokens; the largest tile is the scale
-    assert any("max pooling" in c.value for c in at.caption)
+    assert z.shape == (501, 501) and z[0, 0] == 255  # tiles of 6 tokens; query 0 gives key 0 all its weight
+    assert any("max pooling" in c.value and "log scale" in c.value for c in at.caption)
+    at.radio(key="head_long_scale").set_value("linear").run()
+    assert array(figures(at)[0]["data"][0]["z"]).max() == 255  # linear: the largest tile is the scale
 
     at.radio(key="head_long_pooling").set_value("mean").run()
     assert any("mean pooling" in c.value for c in at.caption)
@@ -130,6 +135,7 @@ def test_head_view_on_a_long_text_draws_tiles_then_exact_cells(folders):
     params = link(at)
     assert {k: params.get(k) for k in ("long_pooling", "long_q0", "long_q1", "layer", "head")} == {
         "long_pooling": "mean", "long_q0": "900", "long_q1": "1023", "layer": "1", "head": "2"}
+    assert params.get("long_scale") == "linear"
     again = app(**params)
     assert problems(again) == [] and np.array_equal(array(figures(again)[0]["data"][0]["z"]), exact)
 

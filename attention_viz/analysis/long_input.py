@@ -16,6 +16,8 @@ from ..tokens import Tokens
 from .blockwise import POOLINGS, Overview, QueriesKeys, overview, pattern_block, pooled_region, quantize
 
 TILES = 512  # tiles per side: about a screen's width of heatmap
+COLOURS = ("log", "linear")
+LOG_FLOOR = 1e-6  # below 1/32k, the weight of a row spread evenly over 32k keys
 
 
 @dataclass(frozen=True)
@@ -54,9 +56,11 @@ class LongHeatmap:
     tile_rows: int  # tokens per tile, vertically (1: exact cells)
     tile_cols: int
     pooling: str  # "max" or "mean": what one tile shows of its cells
-    codes: np.ndarray | None  # (row tiles, col tiles) uint8, value ≈ code / 255 · scale
+    codes: np.ndarray | None  # (row tiles, col tiles) uint8: linear, value ≈ code / 255 · scale;
+    # log, log10 value ≈ log10 LOG_FLOOR · (1 − code / 255) (0 = the floor or less, 255 = 1)
     scale: float
     exact: np.ndarray | None  # (rows, cols) float32 weights when every tile is one cell
+    colours: str = "linear"
 
     @property
     def is_exact(self) -> bool:
@@ -75,7 +79,15 @@ class LongHeatmap:
         """The weights as drawn: exact cells, or the codes dequantized (within scale/510 of the pooled value)."""
         if self.exact is not None:
             return self.exact
+        if self.colours == "log":
+            return (10.0 ** (np.log10(LOG_FLOOR) * (1.0 - self.codes / 255.0))).astype(np.float32)
         return self.codes.astype(np.float32) * np.float32(self.scale / 255.0)
+
+
+def log_codes(pooled: np.ndarray) -> np.ndarray:
+    """uint8 levels of log10(weight) from LOG_FLOOR (0) to 1 (255): small weights stay apart."""
+    logs = np.log10(np.maximum(np.asarray(pooled, dtype=np.float64), LOG_FLOOR))
+    return np.rint((1.0 - logs / np.log10(LOG_FLOOR)) * 255.0).clip(0, 255).astype(np.uint8)
 
 
 def clamp_region(length: int, first: int, last: int) -> range:
@@ -86,23 +98,25 @@ def clamp_region(length: int, first: int, last: int) -> range:
 
 def long_heatmap(
     long: LongInput, layer: int, head: int, whole: Overview, rows: range, cols: range, pooling: str = "max",
-    tiles: int = TILES,
+    tiles: int = TILES, colours: str = "linear",
 ) -> LongHeatmap:
     """One head over ``rows`` × ``cols``: the overview's own tiles when the region is the whole
     input, else the region pooled afresh (exact cells once it fits in ``tiles`` each way).
 
     ``whole`` is ``long.overview(layer, head, tiles)``: its normalizers make every block exact.
     """
-    if pooling not in POOLINGS:
-        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    if pooling not in POOLINGS or colours not in COLOURS:
+        raise ValueError(f"pooling must be one of {POOLINGS} and colours one of {COLOURS}")
     q, k = long.kept.head(layer, head)
     if len(rows) <= tiles and len(cols) <= tiles:
         exact = pattern_block(q, k, whole.lse, rows, cols)
-        return LongHeatmap(rows, cols, 1, 1, pooling, None, float(exact.max()), exact)
+        return LongHeatmap(rows, cols, 1, 1, pooling, None, float(exact.max()), exact, colours)
     everything = range(long.length)
     if rows == everything and cols == everything:
         pooled, tile_rows, tile_cols = (whole.max if pooling == "max" else whole.mean), whole.tile_rows, whole.tile_cols
     else:
         pooled, tile_rows, tile_cols = pooled_region(q, k, whole.lse, rows, cols, tiles=tiles, pooling=pooling)
+    if colours == "log":
+        return LongHeatmap(rows, cols, tile_rows, tile_cols, pooling, log_codes(pooled), 1.0, None, colours)
     packed = quantize(pooled, pooling)
-    return LongHeatmap(rows, cols, tile_rows, tile_cols, pooling, packed.codes, packed.scale, None)
+    return LongHeatmap(rows, cols, tile_rows, tile_cols, pooling, packed.codes, packed.scale, None, colours)

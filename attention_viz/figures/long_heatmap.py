@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from ..analysis.long_input import LongHeatmap
+from ..analysis.long_input import LOG_FLOOR, LongHeatmap
 from .axes import hover_text, plotly_text
 from .heatmap import attention_heatmap
 
@@ -17,22 +17,32 @@ POOLING_WORDS = {"max": "largest weight", "mean": "mean weight"}
 
 def long_heatmap_figure(heatmap: LongHeatmap, labels: Sequence[str], title: str) -> go.Figure:
     """``labels``: every token's label (the whole input); only the shown region's are sent."""
+    log = heatmap.colours == "log"
+    floor = float(np.log10(LOG_FLOOR))
     if heatmap.is_exact:
         rows, cols = heatmap.rows, heatmap.cols
-        return attention_heatmap(heatmap.exact, labels[rows.start : rows.stop], labels[cols.start : cols.stop],
-                                 title=title, starts=(rows.start, cols.start))
-    levels = np.linspace(0, 255, 6)
+        z = np.log10(np.maximum(heatmap.exact, LOG_FLOOR)).astype(np.float32) if log else heatmap.exact
+        name = "log10 weight" if log else "weight"
+        return attention_heatmap(z, labels[rows.start : rows.stop], labels[cols.start : cols.stop], title=title,
+                                 starts=(rows.start, cols.start), colorbar_title=name, zrange=(floor, 0.0) if log else None,
+                                 hover=f"query %{{y}}<br>key %{{x}}<br>{name} %{{z:.4f}}<extra></extra>")
     tr, tc = heatmap.tile_rows, heatmap.tile_cols
     what = POOLING_WORDS[heatmap.pooling]
+    if log:  # one tick per power of ten, from the floor to 1
+        decades = np.arange(floor, 1.0)
+        ticks, labels_ = (1.0 - decades / floor) * 255.0, [f"1e{int(d)}" if d else "1" for d in decades]
+        level = f"level %{{z}} of 255 (log scale: 0 = {LOG_FLOOR:g} or less, 255 = 1)"
+    else:
+        ticks = np.linspace(0, 255, 6)
+        labels_ = [f"{v / 255 * heatmap.scale:.3g}" for v in ticks]
+        level = f"level %{{z}} of 255 (255 = {heatmap.scale:.4g})"
     figure = go.Figure(
         go.Heatmap(
             z=heatmap.codes,  # uint8: a quarter of float32 on the wire
             x=heatmap.col_starts, y=heatmap.row_starts, zmin=0, zmax=255, colorscale="Blues",
-            colorbar=dict(title=dict(text=what), tickvals=levels,
-                          ticktext=[f"{v / 255 * heatmap.scale:.3g}" for v in levels]),
+            colorbar=dict(title=dict(text=what), tickvals=ticks, ticktext=labels_),
             hovertemplate=(
-                f"{hover_text(title)}<br>queries %{{y}}…+{tr - 1}, keys %{{x}}…+{tc - 1}<br>"
-                f"{what}: level %{{z}} of 255 (255 = {heatmap.scale:.4g})<extra></extra>"
+                f"{hover_text(title)}<br>queries %{{y}}…+{tr - 1}, keys %{{x}}…+{tc - 1}<br>{what}: {level}<extra></extra>"
             ),
         )
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ...analysis.blockwise import POOLINGS, Overview
-from ...analysis.long_input import TILES, LongInput, clamp_region, long_heatmap
+from ...analysis.long_input import COLOURS, LOG_FLOOR, TILES, LongInput, clamp_region, long_heatmap
 from ...figures.long_heatmap import long_heatmap_figure
 from ...names import DECODER_SELF
 from ...result import AttentionResult
@@ -18,6 +18,7 @@ from ..export import chart
 from ..widgets import choice, integer
 
 POOLING_NAMES = {"max": "max (the strongest weight in each tile)", "mean": "mean (the average weight of each tile)"}
+COLOUR_NAMES = {"log": "log", "linear": "linear"}
 
 
 def applies(result: AttentionResult) -> bool:
@@ -49,8 +50,14 @@ def render(result: AttentionResult) -> None:
     if long.dropped:
         st.caption(f"The model reads at most {n:,} tokens: the last {long.dropped:,} were dropped.")
     layer, head = layer_head_picker(result, DECODER_SELF, key="head", reductions=False)
-    pooling = choice("Each tile shows", POOLINGS, "head_long_pooling", widget="radio", horizontal=True,
-                     format_func=POOLING_NAMES.get)
+    left, right = st.columns([2, 1])
+    with left:
+        pooling = choice("Each tile shows", POOLINGS, "head_long_pooling", widget="radio", horizontal=True,
+                         format_func=POOLING_NAMES.get)
+    with right:
+        colours = choice("Colours", COLOURS, "head_long_scale", widget="radio", horizontal=True,
+                         format_func=COLOUR_NAMES.get, help="Log: over thousands of keys most weights are tiny "
+                         f"(about 1 / the number of keys); the log scale tells them apart down to {LOG_FLOOR:g}.")
     left, right = st.columns(2)
     with left:
         q0 = integer("First query", 0, n - 1, "head_long_q0", 0)
@@ -60,7 +67,7 @@ def render(result: AttentionResult) -> None:
         k1 = integer("Last key", 0, n - 1, "head_long_k1", n - 1)
     rows, cols = clamp_region(n, q0, q1), clamp_region(n, k0, k1)
     whole = head_overview(long, (result.model, text), layer, head)
-    heatmap = long_heatmap(long, layer, head, whole, rows, cols, pooling)
+    heatmap = long_heatmap(long, layer, head, whole, rows, cols, pooling, colours=colours)
     title = f"layer {layer}, head {head}: queries {rows.start}–{rows.stop - 1}, keys {cols.start}–{cols.stop - 1}"
     chart(st, long_heatmap_figure(heatmap, long.tokens.labels, title), key="head_long_chart",
           config={"displaylogo": False})
@@ -71,6 +78,6 @@ def render(result: AttentionResult) -> None:
         st.caption(
             f"Each square is a tile of {heatmap.tile_rows}×{heatmap.tile_cols} tokens showing the "
             f"{'largest' if pooling == 'max' else 'mean'} weight among its query–key pairs ({pooling} pooling), "
-            f"in 256 shades (the colour bar gives the weights). Narrow the ranges to {TILES} tokens or fewer each "
-            "way to see exact cells."
+            f"in 256 shades ({'log scale; ' if colours == 'log' else ''}the colour bar gives the weights). Narrow the "
+            f"ranges to {TILES} tokens or fewer each way to see exact cells."
         )
