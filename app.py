@@ -41,6 +41,7 @@ from attention_viz.ui.views import (
     image,
     inside,
     layers,
+    long_head,
     positional,
 )
 from attention_viz.ui.navigation import landing, view_picker
@@ -101,7 +102,11 @@ def run_model():
     dropped = result.meta.get("dropped", 0)
     if dropped:
         limit = cache.backend(request.model).max_tokens
-        st.warning(f"The text is longer than the model's {limit} tokens: the last {dropped} tokens were dropped.")
+        if view == "head" and long_head.applies(result):  # this view reads the whole text, blockwise
+            st.info(f"The text is longer than the {limit} tokens the other views capture: this view reads all "
+                    f"of it block by block; the other views show the first {limit}.")
+        else:
+            st.warning(f"The text is longer than the model's {limit} tokens: the last {dropped} tokens were dropped.")
     return result
 
 

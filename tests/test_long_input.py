@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from apphelpers import app
+from apphelpers import app, switch_view
 from single_view import array, figures, link, problems
 from test_ours_decoder import WORDS, save
 
@@ -110,6 +110,7 @@ def test_head_view_on_a_long_text_draws_tiles_then_exact_cells(folders):
     at = app(view="head", model=model, text=text)  # the app: its sentence box holds 20,000 characters
     assert problems(at) == []
     assert any(f"{LENGTH + 1:,} tokens" in info.value for info in at.info)
+    assert not at.warning and any("this view reads all of it" in info.value for info in at.info)  # nothing dropped here
     (spec,) = figures(at)
     sent = len(json.dumps(spec))
     assert spec["data"][0]["z"]["dtype"] == "u1" and sent < 1_000_000  # 512 × 512 levels, not 3001² floats
@@ -138,6 +139,8 @@ def test_head_view_on_a_long_text_draws_tiles_then_exact_cells(folders):
     assert params.get("long_scale") == "linear"
     again = app(**params)
     assert problems(again) == [] and np.array_equal(array(figures(again)[0]["data"][0]["z"]), exact)
+    switch_view(again, "grid")  # the other views read the first 1,024 tokens, and say so
+    assert any("tokens were dropped" in w.value for w in again.warning)
 
 
 def test_short_texts_and_other_models_keep_the_ordinary_head_view(folders):
