@@ -2,7 +2,9 @@
 page itself opened from disk in Debian's Chromium with every non-file request aborted — for an
 encoder (minilm), a decoder (a tiny GPT-2 built offline) and an encoder–decoder (toy-translate, cross
 attention included): it draws, switching head/layer/attention redraws with the stored values, hover
-shows the stored value with both tokens, and hostile text stays text."""
+shows the stored value with both tokens, and hostile text stays text. The first paint is a canvas
+preview of the opening head, painted before plotly.js runs, in the colours and plot area of the
+Plotly heatmap that then replaces it."""
 
 import dataclasses
 import json
@@ -14,7 +16,7 @@ import torch
 from browser import chromium
 
 import attention_viz as av
-from attention_viz.figures.offline import dequantize, quantize, script_json
+from attention_viz.figures.offline import dequantize, heads_payload, quantize, script_json
 from attention_viz.names import CROSS, DECODER_SELF, ENCODER_SELF
 from attention_viz.result import AttentionResult
 
@@ -30,6 +32,14 @@ def stored(result: AttentionResult, group, layer: int, head: int | str) -> np.nd
     if head == "mean":
         return weights.mean(0)
     return weights.max(0) if head == "max" else weights[int(head)]
+
+
+def colours(z: np.ndarray, colorscale: list, zmin: float = 0.0) -> np.ndarray:
+    """[..., 3] RGB of ``z`` as plotly.js's heatmap colours it (linear per channel between the scale's
+    stops over zmin … max(z), clamped; stored in a Uint8ClampedArray, which rounds half to even)."""
+    stops = zmin + np.array([at for at, _ in colorscale]) * (z.max() - zmin)
+    rgb = np.array([[float(v) for v in re.findall(r"[\d.]+", c)[:3]] for _, c in colorscale])
+    return np.rint(np.stack([np.interp(z, stops, rgb[:, channel]) for channel in range(3)], axis=-1))
 
 
 # --- what the file stores --------------------------------------------------------------------------
@@ -66,6 +76,14 @@ def minilm() -> AttentionResult:
     result.tokens = dataclasses.replace(result.tokens, labels=tuple(labels))
     result.model = HOSTILE_MODEL
     return result
+
+
+def test_plotly_js_is_inert_text_after_the_page_script(minilm):
+    page = av.show(minilm, "heads").page
+    assert page.count("* plotly.js v") == 1
+    inert = page.index('<script type="text/plain" id="plotly-js">')
+    assert page.index("* plotly.js v") > inert > page.index("const AttentionPreview"), "the preview's script runs first"
+    assert "interactive view loading…" in page
 
 
 def test_512_tokens_of_minilm_fit_in_30_mb(tmp_path):
@@ -109,6 +127,8 @@ class Opened:
         self.page.goto(path.as_uri())
         self.page.wait_for_selector("body[data-drawn]", timeout=60_000)
         self.page.wait_for_selector("#chart .heatmaplayer image", timeout=60_000)
+        self.previewed = self.page.get_attribute("#preview", "data-drawn")  # the head the canvas showed
+        self.page.wait_for_function("performance.getEntriesByName('attention-viz:interactive').length", timeout=10_000)
 
     def _only_files(self, route):
         if route.request.url.startswith("file:"):
@@ -149,6 +169,34 @@ class Opened:
         label = self.page.locator(".hoverlayer .hovertext").first.text_content(timeout=10_000)
         return label, self.page.text_content("#readout")
 
+    def marks(self) -> dict[str, float]:
+        return dict(self.page.evaluate("performance.getEntriesByType('mark').map(m => [m.name, m.startTime])"))
+
+    def preview_cells(self) -> np.ndarray:
+        """[query, key, RGB] the canvas preview drew, one pixel per cell."""
+        height, width, data = self.page.evaluate(
+            "(() => { const c = document.getElementById('preview').cells; return [c.height, c.width, Array.from(c.data)]; })()")
+        return np.array(data, dtype=np.float64).reshape(height, width, 4)[..., :3]
+
+    def plotly_cells(self, nq: int, nk: int) -> np.ndarray:
+        """[query, key, RGB] sampled at each cell's centre of the image Plotly drew."""
+        data = self.page.evaluate(
+            """async ([nq, nk]) => { const image = new Image();
+                image.src = document.querySelector('#chart .heatmaplayer image').getAttribute('href');
+                await image.decode();
+                const canvas = document.createElement('canvas');
+                canvas.width = image.naturalWidth; canvas.height = image.naturalHeight;
+                const ctx = canvas.getContext('2d'); ctx.drawImage(image, 0, 0);
+                const out = [];
+                for (let q = 0; q < nq; q++) for (let k = 0; k < nk; k++) {
+                  const p = ctx.getImageData(Math.floor((k + 0.5) * canvas.width / nk),
+                                             Math.floor((q + 0.5) * canvas.height / nq), 1, 1).data;
+                  out.push(p[0], p[1], p[2]); }
+                return out; }""",
+            [nq, nk],
+        )
+        return np.array(data, dtype=np.float64).reshape(nq, nk, 3)
+
     def clean(self) -> bool:
         return not (self.blocked or self.errors or self.dialogs)
 
@@ -165,6 +213,25 @@ def test_encoder_page_draws_switches_and_hovers_the_stored_values(browser, minil
     assert opened.page.title() == f"attention-viz: {HOSTILE_MODEL}, every head"
     assert np.allclose(opened.z(), stored(minilm, ENCODER_SELF, 0, 0), rtol=0, atol=1e-12)
     first = opened.image()
+
+    # the canvas preview: painted before plotly.js ran, the opening head in Plotly's colours, replaced
+    marks = opened.marks()
+    assert marks["attention-viz:preview"] < marks["attention-viz:plotly"] < marks["attention-viz:interactive"]
+    assert opened.previewed == "encoder:0:0"
+    assert opened.page.is_hidden("#preview") and opened.page.is_hidden("#status")
+    z = stored(minilm, ENCODER_SELF, 0, 0)
+    scale = heads_payload(minilm)["attentions"][0]["figure"]["trace"]["colorscale"]
+    drawn = opened.preview_cells()
+    assert np.abs(drawn - colours(z, scale)).max() <= 1, "the canvas colours the stored weights as Plotly does"
+    q, k = np.unravel_index(z.argmax(), z.shape)
+    assert drawn[q, k].tolist() == colours(np.array([1.0]), scale)[0].tolist(), "the brightest cell has the top colour"
+    assert np.abs(opened.plotly_cells(*z.shape) - drawn).max() <= 1, "Plotly's heatmap shows the same colours"
+    plot = opened.page.evaluate("document.getElementById('preview').dataset.plot")
+    size = opened.page.evaluate("(() => { const s = document.getElementById('chart')._fullLayout._size; "
+                                "return [s.l, s.t, s.w, s.h]; })()")
+    assert np.allclose([float(v) for v in plot.split(",")], size, atol=1), "the same plot area: no jump"
+    assert opened.page.evaluate("document.getElementById('stage').getBoundingClientRect().top === "
+                                "document.getElementById('chart').getBoundingClientRect().top")
 
     opened.choose("head", "5", "encoder:0:5")
     assert opened.image() != first, "switching head redraws the heatmap"
@@ -189,8 +256,10 @@ def test_encoder_page_draws_switches_and_hovers_the_stored_values(browser, minil
     opened.choose("head", "2", "encoder:3:2")  # the cursor stays: the readout follows the new head
     assert opened.page.text_content("#readout").endswith(f": {stored(minilm, ENCODER_SELF, 3, 2)[q, k]:.6f}")
 
-    # user text stayed text: no dialog, nothing injected, the markup visible as characters
-    assert opened.page.evaluate("document.querySelectorAll('script').length") == 3
+    # user text stayed text: no dialog, nothing injected, the markup visible as characters; the scripts:
+    # the data, the page's own, and plotly.js (its inert text executed as a new script, the text removed)
+    assert opened.page.evaluate("[...document.querySelectorAll('script')].map(s => s.parentNode.tagName + ' ' + "
+                                "(s.type || 'classic'))") == ["HEAD classic", "BODY application/json", "BODY classic"]
     assert opened.page.evaluate("document.querySelectorAll('img').length") == 0
     assert opened.page.evaluate("[...document.querySelectorAll('image')].every(i => "
                                 "i.getAttribute('href').startsWith('data:image/png'))")
@@ -203,6 +272,7 @@ def test_decoder_page_is_causal_and_follows_the_keyboard(browser, gpt2_folder, t
     assert result.attentions() == [DECODER_SELF]
     opened = Opened(browser, av.export(result, tmp_path / "gpt2.html"))
     assert not opened.page.is_visible("#attention-label"), "one attention: no attention choice"
+    assert opened.previewed == "decoder:0:0"
     opened.page.click("#readout")  # focus the page, not a select
     opened.page.keyboard.press("ArrowRight")
     opened.wait_drawn("decoder:0:1")
@@ -221,6 +291,7 @@ def test_encoder_decoder_page_switches_to_cross_attention(browser, tmp_path):
     result = av.run("toy-translate", SOURCE)
     opened = Opened(browser, av.export(result, tmp_path / "translate.html", attention="decoder", layer=1, head=2))
     assert opened.page.input_value("#attention") == "1" and opened.page.is_visible("#attention-label")
+    assert opened.previewed == "decoder:1:2"
     assert np.allclose(opened.z(), stored(result, DECODER_SELF, 1, 2), rtol=0, atol=1e-12)
     opened.choose("attention", "2", "cross:1:2")
     source, target = list(result.tokens.labels), list(result.target_tokens.labels)
@@ -236,3 +307,31 @@ def test_encoder_decoder_page_switches_to_cross_attention(browser, tmp_path):
     opened.choose("attention", "0", "encoder:1:2")
     assert opened.ticks("y") == source
     assert opened.clean(), (opened.blocked, opened.errors, opened.dialogs)
+
+
+def test_without_plotly_the_preview_stays_with_the_right_head_and_says_so(browser, tmp_path):
+    """plotly.js failing (here: replaced by a throw) leaves the canvas showing the opening head, the
+    controls disabled and a line saying the view is a still picture."""
+    result = av.run("minilm", "The cat sat on the mat.")
+    text = av.export(result, tmp_path / "cat.html", layer=2, head=7).read_text(encoding="utf-8")
+    broken = re.sub(r'(<script type="text/plain" id="plotly-js">).*?(</script>)', r"\1throw 0\2", text, flags=re.S)
+    (tmp_path / "broken.html").write_text(broken, encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1000, "height": 900})
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:") else route.abort())
+    page.goto((tmp_path / "broken.html").as_uri())
+    page.wait_for_selector("body[data-preview='encoder:2:7']", timeout=60_000)
+    page.wait_for_function("document.getElementById('status').textContent.includes('still picture')", timeout=30_000)
+    assert page.is_visible("#preview") and page.is_disabled("#head") and page.is_disabled("#layer")
+    z = stored(result, ENCODER_SELF, 2, 7)
+    scale = heads_payload(result)["attentions"][0]["figure"]["trace"]["colorscale"]
+    ratio, plot = page.evaluate("[window.devicePixelRatio, document.getElementById('preview').dataset.plot]")
+    left, top, width, height = (float(v) for v in plot.split(","))
+    q, k = np.unravel_index(z.argmax(), z.shape)
+    q0, k0 = np.unravel_index(z.argmin(), z.shape)
+    for row, column in ((q, k), (q0, k0)):  # what is on screen at the cell's centre
+        x, y = left + (column + 0.5) * width / z.shape[1], top + (row + 0.5) * height / z.shape[0]
+        pixel = page.evaluate("([x, y]) => Array.from(document.getElementById('preview').getContext('2d')"
+                              ".getImageData(x, y, 1, 1).data.slice(0, 3))", [int(x * ratio), int(y * ratio)])
+        assert pixel == colours(z, scale)[row, column].tolist()
+    assert page.evaluate("typeof Plotly") == "undefined" and not page.locator("#chart *").count()
+    page.close()

@@ -1,7 +1,11 @@
-// The heads page of attention-viz (figures/offline.py writes the data and inlines this file).
-// Reads the JSON in #attention-data, inflates one layer's 8-bit codes when it is first shown and
-// draws one heatmap with plotly.js. User text (model name, token labels) only ever reaches the page
-// through textContent or Plotly's escaped labels, never through innerHTML.
+// The heads page of attention-viz (figures/offline.py writes the data and inlines this file after
+// offline_preview.js). Reads the JSON in #attention-data, inflates one layer's 8-bit codes when it is
+// first shown and draws one heatmap. First paint: the canvas preview of the opening head; then the
+// inert plotly.js text (#plotly-js) is executed (seconds of main-thread time in a fresh browser, which
+// is why it waits) and the interactive Plotly heatmap takes the canvas's place, in the same plot area.
+// The controls stay disabled until then: while plotly.js executes the page could not answer them.
+// User text (model name, token labels) only ever reaches the page through textContent, fillText or
+// Plotly's escaped labels, never through innerHTML.
 "use strict";
 (function () {
   const payload = JSON.parse(document.getElementById("attention-data").textContent);
@@ -12,11 +16,15 @@
     head: document.getElementById("head"),
   };
   const readout = document.getElementById("readout");
+  const preview = document.getElementById("preview");
+  const stage = document.getElementById("stage");
+  const status = document.getElementById("status");
   const reductionNote = document.getElementById("reduction-note");
   const layers = new Map(); // "attention:layer" → Promise of {codes: Uint8Array, scales: Float32Array}
   let shown = null; // {attention, layer, head, z} of the heatmap on screen
   let cell = null; // [query, key] last under the cursor
   let drawing = Promise.resolve();
+  let interactive = false; // plotly.js executed and the first Plotly heatmap drawn
 
   function bytesOf(base64) {
     if (Uint8Array.fromBase64) return Uint8Array.fromBase64(base64);
@@ -95,26 +103,95 @@
     pick.head.value = head === "mean" || head === "max" || Number(head) < a.heads ? String(head) : "0";
   }
 
+  // Fixed margins (Plotly's own margin growth turned off) from the measured tick labels, so the
+  // canvas preview and the Plotly heatmap share one plot area: no jump when one replaces the other.
+  function frame(att) {
+    const ticks = att.figure.ticks, size = att.figure.layout.xaxis.tickfont.size;
+    const keyWidth = AttentionPreview.textWidth(ticks.x.map(([, text]) => text), size);
+    const queryWidth = AttentionPreview.textWidth(ticks.y.map(([, text]) => text), size);
+    const keyRise = keyWidth * Math.sin(Math.PI / 3) + size / 2; // labels turned 60°
+    return {
+      width: Math.round(chart.getBoundingClientRect().width),
+      height: att.figure.layout.height,
+      margin: {
+        l: Math.ceil(10 + 20 + 12 + queryWidth + 4), // edge, axis title, gap, labels, pad
+        t: Math.ceil(36 + 20 + 12 + keyRise + 4), // figure title, axis title, gap, labels, pad
+        r: Math.ceil(Math.max(110, keyWidth / 2 + size)), // colour bar; the last key labels lean right
+        b: 10,
+      },
+    };
+  }
+
+  function title(att, layer, head) {
+    return att.name + ": layer " + layer + ", " + headName(head);
+  }
+
+  function paintPreview(a, layer, head, z) {
+    const att = payload.attentions[a], place = frame(att);
+    stage.style.minHeight = place.height + "px";
+    AttentionPreview.draw(preview, Object.assign(place, {
+      z: z, zmin: att.figure.trace.zmin, zmax: peak(z), colorscale: att.figure.trace.colorscale,
+      title: title(att, layer, head), tickSize: att.figure.layout.xaxis.tickfont.size, ticks: att.figure.ticks,
+      xTitle: att.figure.layout.xaxis.title.text, yTitle: att.figure.layout.yaxis.title.text,
+      barTitle: att.figure.trace.colorbar.title.text,
+    }));
+    preview.hidden = false;
+    preview.dataset.drawn = [att.key, layer, head].join(":");
+  }
+
   async function draw() {
     const a = Number(pick.attention.value);
     const layer = Number(pick.layer.value);
     const head = pick.head.value;
     const att = payload.attentions[a];
     const z = matrix(att, await layerData(a, layer), head);
-    const title = att.name + ": layer " + layer + ", " + headName(head);
     reductionNote.textContent = head === "max"
       ? "Max over heads: each cell is its strongest head, so rows no longer sum to 1." : "";
     if (shown && shown.attention === a) {
-      await Plotly.update(chart, { z: [z], zmax: [peak(z)] }, { "title.text": title });
+      await Plotly.update(chart, { z: [z], zmax: [peak(z)] }, { "title.text": title(att, layer, head) });
     } else {
       const trace = Object.assign({}, att.figure.trace, { z: z, zmax: peak(z) });
+      trace.colorbar = Object.assign({}, trace.colorbar, { x: 1, xanchor: "left", xpad: 10 });
       const layout = JSON.parse(JSON.stringify(att.figure.layout));
-      layout.title.text = title;
+      layout.title.text = title(att, layer, head);
+      layout.margin = Object.assign(frame(att).margin, { autoexpand: false });
+      layout.xaxis.automargin = false;
+      layout.yaxis.automargin = false;
       await Plotly.react(chart, [trace], layout, { displaylogo: false, responsive: true });
     }
     shown = { attention: a, layer: layer, head: head, z: z };
+    if (!interactive) handOver();
     describe();
     document.body.dataset.drawn = [att.key, layer, head].join(":");
+  }
+
+  // The first Plotly heatmap is on screen: it replaces the canvas, and the controls come alive.
+  function handOver() {
+    interactive = true;
+    preview.hidden = true;
+    stage.style.minHeight = "";
+    status.hidden = true;
+    for (const select of Object.values(pick)) select.disabled = false;
+    chart.on("plotly_hover", hovered);
+  }
+
+  function frames(n) {
+    return new Promise((done) => {
+      const next = (left) => (left ? requestAnimationFrame(() => next(left - 1)) : done());
+      next(n);
+    });
+  }
+
+  // plotly.js, kept as inert text so that parsing the page does not run it, executed now.
+  async function executePlotly() {
+    if (document.readyState === "loading") { // the text comes after this script
+      await new Promise((parsed) => document.addEventListener("DOMContentLoaded", parsed, { once: true }));
+    }
+    const source = document.getElementById("plotly-js");
+    const script = document.createElement("script");
+    script.textContent = source.textContent;
+    source.remove(); // 4.8 MB of text the page no longer needs
+    document.head.appendChild(script); // runs synchronously
   }
 
   // Draws run one after another, so a fast series of choices never interleaves two redraws.
@@ -159,7 +236,7 @@
   pick.layer.addEventListener("change", redraw);
   pick.head.addEventListener("change", redraw);
   document.addEventListener("keydown", (event) => {
-    if (event.target instanceof HTMLSelectElement) return; // the select handles its own arrows
+    if (!interactive || event.target instanceof HTMLSelectElement) return; // a select handles its own arrows
     const moves = { ArrowLeft: [pick.head, -1], ArrowRight: [pick.head, 1], ArrowUp: [pick.layer, -1],
       ArrowDown: [pick.layer, 1] };
     if (!(event.key in moves)) return;
@@ -167,5 +244,25 @@
     step(...moves[event.key]);
   });
   window.attentionViz = { payload: payload, redraw: redraw, shown: () => shown };
-  redraw().then(() => chart.on("plotly_hover", hovered));
+
+  // Preview painted (two frames later it is on screen), then plotly.js, then the interactive heatmap;
+  // each step leaves a performance mark (benchmarks/offline.py reads them).
+  async function open() {
+    const a = Number(pick.attention.value), layer = Number(pick.layer.value), head = pick.head.value;
+    paintPreview(a, layer, head, matrix(payload.attentions[a], await layerData(a, layer), head));
+    await frames(2);
+    performance.mark("attention-viz:preview");
+    document.body.dataset.preview = preview.dataset.drawn;
+    await new Promise((next) => setTimeout(next)); // let observers of the mark run before the long task
+    await executePlotly();
+    if (typeof Plotly === "undefined") { // its error went to the console; the preview stays
+      status.textContent = "the interactive view failed to load; this is a still picture of the first head";
+      return;
+    }
+    performance.mark("attention-viz:plotly");
+    await redraw();
+    await frames(2);
+    performance.mark("attention-viz:interactive");
+  }
+  open();
 })();

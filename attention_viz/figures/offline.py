@@ -12,6 +12,13 @@ stored weight is within ``scale / 510`` of the captured one, the row's largest w
 head would round it to 0 or 1/255 of the head's peak). The codes of one layer are zlib-compressed and
 base64-encoded; the page inflates a layer only when it is first shown (``DecompressionStream``), so
 the first heatmap does not wait for the others.
+
+How the heads page draws fast: executing plotly.js (4.8 MB) costs a fresh browser seconds of main-thread
+time, during which nothing paints. So the heads page keeps plotly.js as inert text
+(``<script type="text/plain">``), paints the first heatmap with a small canvas renderer of its own
+(offline_preview.js: the same stored values, colour scale and plot area), and only then executes
+plotly.js; the interactive heatmap then takes the canvas's place. The figures page loads plotly.js
+first, as its figures' own scripts call it as they load.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from plotly.offline import get_plotlyjs
 from ..names import GROUPS, Group
 from ..result import AttentionResult
 from ..selection import GROUP_NAMES, group_tokens
+from .axes import shorten
 from .export import CONFIG
 from .heatmap import attention_heatmap
 
@@ -40,7 +48,7 @@ ENCODING = (
 )
 ATTENTION_KEYS = {GROUPS[0]: "encoder", GROUPS[1]: "decoder", GROUPS[2]: "cross"}  # the CLI's --attention names
 HOVER = "query %{y}<br>key %{x}<br>weight %{z:.6f}<extra></extra>"  # 6 decimals: the stored value
-_SCRIPT = Path(__file__).with_name("offline.js")
+_SCRIPTS = [Path(__file__).with_name(name) for name in ("offline_preview.js", "offline.js")]  # preview first
 
 
 def quantize(patterns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -72,12 +80,18 @@ def _layer_blob(layer_patterns: np.ndarray) -> dict[str, str]:
 
 
 def _figure_template(query_labels: list[str], key_labels: list[str]) -> dict:
-    """Layout and trace of the project's heatmap (token axes, hover), without values: the page fills z."""
+    """Layout and trace of the project's heatmap (token axes, hover), without values: the page fills z.
+    ``ticks`` = the labelled positions of each axis with their plain text, for the canvas preview."""
     blank = np.zeros((len(query_labels), len(key_labels)), dtype=np.float32)
     figure = attention_heatmap(blank, query_labels, key_labels, title=" ", hover=HOVER).to_plotly_json()
     trace = figure["data"][0]
     trace.pop("z", None)
-    return {"trace": trace, "layout": figure["layout"]}
+    layout = figure["layout"]
+    ticks = {}
+    for axis, labels in (("x", key_labels), ("y", query_labels)):
+        position = {value: i for i, value in enumerate(layout[axis + "axis"]["categoryarray"])}
+        ticks[axis] = [[position[value], shorten(labels[position[value]])] for value in layout[axis + "axis"]["tickvals"]]
+    return {"trace": trace, "layout": layout, "ticks": ticks}
 
 
 def _attention_payload(result: AttentionResult, group: Group) -> dict:
@@ -123,12 +137,18 @@ def _plotly_js() -> str:
     return get_plotlyjs()
 
 
-def page_html(title: str, body: str, tail_script: str = "") -> str:
-    """A complete page: plotly.js in the head (figures' own scripts call it as they load), then ``body``."""
+def page_html(title: str, body: str, tail_script: str = "", deferred_plotly: bool = False) -> str:
+    """A complete page: plotly.js in the head (figures' own scripts call it as they load), then ``body``.
+    ``deferred_plotly``: plotly.js is kept as inert text (``#plotly-js``, after ``tail_script``, so that
+    script starts before the parser reads 4.8 MB more) for the tail script to execute when it chooses."""
     tail = f"<script>{tail_script}</script>\n" if tail_script else ""
+    if deferred_plotly:
+        head, tail = "", f"{tail}<script type=\"text/plain\" id=\"plotly-js\">{_plotly_js()}</script>\n"
+    else:
+        head = f"<script>{_plotly_js()}</script>\n"
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n<script>{_plotly_js()}</script>\n</head>\n"
+        f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n{head}</head>\n"
         f"<body>\n{body}\n{tail}</body></html>\n"
     )
 
@@ -140,6 +160,8 @@ STYLE = (
     "#controls label{display:flex;gap:6px;align-items:center}"
     "#readout{font-family:ui-monospace,monospace;min-height:1.4em;margin:4px 0;white-space:pre-wrap}"
     ".note{color:#555;font-size:.9em;margin:4px 0}"
+    "#stage{position:relative}"
+    "#preview{position:absolute;left:0;top:0}"
 )
 
 
@@ -151,18 +173,20 @@ def heads_html(result: AttentionResult, start: tuple[Group, int, int | str] | No
     body = (
         "<h3 id=\"heading\"></h3>\n"
         "<div id=\"controls\">"
-        "<label id=\"attention-label\">attention <select id=\"attention\"></select></label>"
-        "<label>layer <select id=\"layer\"></select></label>"
-        "<label>head <select id=\"head\"></select></label>"
-        "<span class=\"note\">keys: ←/→ head, ↑/↓ layer</span></div>\n"
+        "<label id=\"attention-label\">attention <select id=\"attention\" disabled></select></label>"
+        "<label>layer <select id=\"layer\" disabled></select></label>"
+        "<label>head <select id=\"head\" disabled></select></label>"
+        "<span class=\"note\">keys: ←/→ head, ↑/↓ layer</span>"
+        "<span class=\"note\" id=\"status\">interactive view loading…</span></div>\n"
         "<div id=\"readout\">hover a cell: query, key and the stored weight</div>\n"
-        "<div id=\"chart\"></div>\n"
+        "<div id=\"stage\"><canvas id=\"preview\" hidden></canvas><div id=\"chart\"></div></div>\n"
         "<p class=\"note\" id=\"reduction-note\"></p>\n"
         f"<p class=\"note\" id=\"encoding\">How the weights are stored: {html.escape(ENCODING)}. A stored weight is "
         "within scale / 510 of the captured one; each row's largest weight and exact zeros are exact.</p>\n"
         f"<script type=\"application/json\" id=\"attention-data\">{script_json(heads_payload(result, start))}</script>"
     )
-    return page_html(title, body, _SCRIPT.read_text(encoding="utf-8"))
+    script = "\n".join(path.read_text(encoding="utf-8") for path in _SCRIPTS)
+    return page_html(title, body, script, deferred_plotly=True)
 
 
 def figures_html(figures: Sequence[go.Figure], notes: Sequence[str] = (), title: str = "attention-viz",
