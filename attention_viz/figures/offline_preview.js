@@ -55,7 +55,8 @@ const AttentionPreview = (function () {
   function draw(canvas, spec) {
     const ratio = window.devicePixelRatio || 1;
     const { width, height, margin } = spec;
-    const plot = { l: margin.l, t: margin.t, w: width - margin.l - margin.r, h: height - margin.t - margin.b };
+    const plot = { l: margin.l, t: margin.t, w: Math.max(1, width - margin.l - margin.r), // a narrow frame
+      h: Math.max(1, height - margin.t - margin.b) };
     canvas.width = Math.round(width * ratio);
     canvas.height = Math.round(height * ratio);
     canvas.style.width = width + "px";
