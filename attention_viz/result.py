@@ -78,6 +78,14 @@ class AttentionResult:
         layer_pattern = self.array(group, layer, "pattern")
         return layer_pattern if head is None else layer_pattern[head]
 
+    def kv_heads(self, group: Group) -> int | None:
+        """How many K/V heads the query heads of ``group`` share (grouped-query attention: fewer than
+        the query heads), from the captured keys or values; None when neither was captured."""
+        for kind in ("k", "v"):
+            if self.has(group, 0, kind):
+                return int(self.array(group, 0, kind).shape[0])
+        return None
+
     def stack(self, kind: str = "pattern", part: str = "encoder", attn: str = "self_attn") -> np.ndarray:
         """Every layer's ``kind`` for one attention, as ``[layers, heads, ...]``."""
         names = [hook_name((part, attn), i, kind) for i in range(self.n_layers(part, attn))]

@@ -148,3 +148,18 @@ def test_an_unknown_hub_id_fails_fast_with_how_to_allow_it():
     seconds, message = done.stdout.strip().split(" ", 1)
     assert float(seconds) < 2.0
     assert "ATTENTION_VIZ_ALLOW_DOWNLOAD=1" in message and "\n" not in message
+
+
+def test_the_all_heads_grid_frames_the_query_heads_that_share_a_kv_head(folders):
+    from apphelpers import app, charts
+
+    result = load_backend(f"hf:{folders['llama']}").run(TEXT, kinds=("pattern", "v"))
+    assert result.kv_heads(("decoder", "self_attn")) == 2  # 4 query heads, 2 K/V heads
+    at = app(model=f"hf:{folders['llama']}", text=TEXT, view="grid")
+    assert not at.exception and not at.error
+    assert any("4 query heads share 2 key/value heads" in c.value for c in at.caption)
+    grid = charts(at)[0]
+    assert grid["layout"]["xaxis"]["ticktext"] == ["head 0<br>kv 0", "head 1<br>kv 0", "head 2<br>kv 1", "head 3<br>kv 1"]
+    assert len(grid["layout"]["shapes"]) == 2  # one frame per K/V head
+    plain = app(text=TEXT, view="grid")  # minilm: every head has its own K and V, no frames
+    assert not charts(plain)[0]["layout"].get("shapes") and not any("key/value heads" in c.value for c in plain.caption)

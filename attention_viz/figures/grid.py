@@ -41,12 +41,13 @@ def tile(stack: np.ndarray, thumb: int = THUMB) -> np.ndarray:
     return image.reshape(layers * (rows + 1), heads * (cols + 1))[:-1, :-1]
 
 
-def _tile_ticks(name: str, count: int, pitch: int) -> dict:
-    """One tick at the middle of each tile row or column, named "head 3" / "layer 2"."""
+def _tile_ticks(name: str, count: int, pitch: int, group_size: int = 1) -> dict:
+    """One tick at the middle of each tile row or column, named "head 3" / "layer 2"; with
+    ``group_size`` > 1 (grouped-query attention) each also names its K/V head: "head 3<br>kv 1"."""
     return dict(
         tickmode="array",
         tickvals=[i * pitch + (pitch - 2) / 2 for i in range(count)],
-        ticktext=[f"{name} {i}" for i in range(count)],
+        ticktext=[f"{name} {i}" + (f"<br>kv {i // group_size}" if group_size > 1 else "") for i in range(count)],
         showgrid=False,
         zeroline=False,
     )
@@ -62,15 +63,17 @@ def tile_owner(layers: int, heads: int, rows: int, cols: int) -> np.ndarray:
 
 def heads_grid(stack: np.ndarray, title: str = "", thumb: int = THUMB, zmax: float | None = None,
                quantity: str = "weight", marked: Collection[tuple[int, int]] = (),
-               click: str = "click to enlarge") -> go.Figure:
+               click: str = "click to enlarge", kv_heads: int | None = None) -> go.Figure:
     """Thumbnails of every head; x ticks name heads, y ticks name layers (both 0-indexed).
 
     A heatmap cell cannot be clicked (Plotly selects only point-like traces), so a transparent
     marker sits at the centre of each tile: selecting it (``customdata`` = layer, head) does what
     ``click`` says. ``quantity`` names a cell's value (colour bar, hover); the ``marked`` heads'
-    markers are red (e.g. the heads chosen for ablation).
+    markers are red (e.g. the heads chosen for ablation). ``kv_heads`` < heads (grouped-query
+    attention): the query heads sharing one K/V head are framed together and named in the ticks.
     """
     layers, heads = stack.shape[:2]
+    group_size = heads // kv_heads if kv_heads and kv_heads < heads and heads % kv_heads == 0 else 1
     image = tile(stack, thumb)
     rows = (image.shape[0] + 1) // layers  # tile height including its gutter
     cols = (image.shape[1] + 1) // heads
@@ -98,12 +101,20 @@ def heads_grid(stack: np.ndarray, title: str = "", thumb: int = THUMB, zmax: flo
     ])
     figure.update_layout(
         title=dict(text=title),
-        xaxis=dict(_tile_ticks("head", heads, cols), side="top", constrain="domain"),
+        xaxis=dict(_tile_ticks("head", heads, cols, group_size), side="top", constrain="domain"),
         yaxis=dict(_tile_ticks("layer", layers, rows), autorange="reversed", scaleanchor="x"),
         height=int(min(1100, max(300, 70 * layers * 12 / max(heads, 1) + 120))),
-        margin=dict(l=10, r=10, t=60 if title else 40, b=10),
+        margin=dict(l=10, r=10, t=(60 if title else 40) + (14 if group_size > 1 else 0), b=10),  # "kv" line
         template="plotly_white",
         plot_bgcolor="white",
         clickmode="event+select",
+        shapes=_kv_frames(heads // group_size, group_size * cols, layers * rows) if group_size > 1 else [],
     )
     return figure
+
+
+def _kv_frames(groups: int, width: int, height: int) -> list[dict]:
+    """One dashed frame around each block of query heads that share a K/V head."""
+    return [dict(type="rect", x0=g * width - 1.5, x1=(g + 1) * width - 1.5, y0=-1.5, y1=height - 0.5,
+                 line=dict(color="rgba(214,39,40,0.8)", width=1.5, dash="dash"))
+            for g in range(groups)]

@@ -23,7 +23,8 @@ EXAMPLES = {
 }
 HF_CHOICE = "hf: (any transformers model)"
 HF_FOLDER = (
-    "A local folder needs `config.json`, the weights (`model.safetensors` or `pytorch_model.bin`) and the "
+    "A local folder needs `config.json`, the weights as safetensors (`model.safetensors`, or its shards; "
+    "`pytorch_model.bin` pickles are refused, since unpickling can run code) and the "
     "tokenizer's files (`tokenizer.json`, or `vocab.txt`, or `vocab.json` + `merges.txt`, or a SentencePiece "
     "`.model`). On a shared server it must lie under one of the folders in `ATTENTION_VIZ_MODEL_ROOTS`. "
     "Hub ids (such as `gpt2`) download only when `ATTENTION_VIZ_ALLOW_DOWNLOAD=1`."

@@ -20,8 +20,12 @@ def render(result: AttentionResult) -> None:
     weighed = weigh(result, weighting_picker())
     stack = weighed.stack(group)  # [layers, heads, q, k]
     query_tokens, key_tokens = group_tokens(result, group)
+    kv_heads = result.kv_heads(group)
     grid = heads_grid(stack, title=f"every head (rows: layers, columns: heads){weighed.suffix} — click one to enlarge it",
-                      quantity=weighed.quantity)
+                      quantity=weighed.quantity, kv_heads=kv_heads)
+    if kv_heads is not None and kv_heads < stack.shape[1]:
+        st.caption(f"Grouped-query attention: {stack.shape[1]} query heads share {kv_heads} key/value heads, "
+                   f"{stack.shape[1] // kv_heads} per dashed frame (“kv” under each head names its K/V head).")
     event = chart(st, grid, key="grid_chart", on_select="rerun", selection_mode="points")
     figure_downloads(grid, "grid_chart")
     follow(clicked_tile(event, stack.shape[1]), "grid_chart", "grid_layer", "grid_head")
