@@ -25,6 +25,7 @@ from attention_viz.atlas.store import Atlas, read_sample, vectors
 from attention_viz.backends.registry import load_backend
 from attention_viz.cli import main
 from attention_viz.errors import ModelError
+from attention_viz.ui.views import atlas as atlas_view
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = "probes:96"
@@ -236,6 +237,14 @@ def test_atlas_page(reference, tmp_path):
         at.run()
         kinds = [t["type"] for chart in at.get("plotly_chart") for t in json.loads(chart.proto.spec)["data"]]
     assert kinds.count("scattergl") == 2  # queries and keys
+    # a click on the grid or the map stores the head (atlas.choose_clicked); the rerun chooses it
+    at.session_state[atlas_view.CLICKED] = (3, 5)
+    at.run()
+    assert (at.slider(key="atlas_layer").value, at.slider(key="atlas_head").value) == (3, 5)
+    grid = json.loads(at.get("plotly_chart")[0].proto.spec)
+    [outline] = grid["layout"]["shapes"]
+    assert (outline["x0"] + 0.5, outline["y0"] + 0.5) == (5, 3)  # the chosen head outlined
+    assert any("layer 3, head 5" in h.value for h in at.subheader)
     # no atlas yet: the page offers to build one and shows no traceback
     empty = AppTest.from_function(_page, args=(str(tmp_path / "none"),), default_timeout=60).run()
     assert not empty.exception and [b.label for b in empty.button] == ["Build the probes atlas of minilm"]

@@ -234,3 +234,18 @@ def test_head_grid_outlines_the_chosen_head():
 
     figure = head_grid(np.arange(12.0).reshape(3, 4), "x", (2, 1))
     assert figure.data[0].type == "heatmap" and figure.layout.shapes[0].x0 == 0.5 and figure.layout.shapes[0].y0 == 1.5
+
+
+def test_every_head_of_the_atlas_grid_and_map_can_be_clicked_as_itself():
+    from attention_viz.figures.atlas import head_grid, head_map_figure
+    from attention_viz.ui.tables import clicked_tile
+
+    values = np.arange(12.0).reshape(3, 4)
+    markers = head_grid(values, "x").data[1]  # the clickable layer: one marker per head
+    for index, (x, y, data) in enumerate(zip(markers.x, markers.y, markers.customdata)):
+        event = type("Event", (), {"selection": type("Selection", (), {"points": [
+            {"curve_number": 1, "point_index": index}]})()})()
+        assert clicked_tile(event, 4, curve=1) == (y, x) == (data[0], data[1])
+        assert data[2] == values[y, x]  # hover shows the head's own value
+    points = head_map_figure(np.random.default_rng(0).normal(size=(12, 2)), 4, (0, 0)).data[0]
+    assert [tuple(c) for c in points.customdata] == [(i // 4, i % 4) for i in range(12)]  # point i = head i

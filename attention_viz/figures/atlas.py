@@ -13,18 +13,27 @@ KIND_NAMES = ("word", "special", "punctuation")  # atlas.stats.WORD, SPECIAL, PU
 
 
 def head_grid(values: np.ndarray, title: str, selected: tuple[int, int] | None = None) -> go.Figure:
-    """``[layers, heads]`` as a heatmap with integer axes; the selected head outlined."""
+    """``[layers, heads]`` as a heatmap with integer axes; the selected head outlined. A heatmap cell
+    cannot be selected in Plotly, so a transparent marker sits on each (trace 1, point layer·H + head)."""
     L, H = values.shape
-    figure = go.Figure(go.Heatmap(
-        z=np.asarray(values, dtype=np.float32), x=np.arange(H), y=np.arange(L), colorscale="Viridis",
-        hovertemplate="layer %{y}, head %{x}<br>%{z:.3f}<extra></extra>",
-    ))
+    layer, head = np.divmod(np.arange(L * H), H)
+    figure = go.Figure([
+        go.Heatmap(z=np.asarray(values, dtype=np.float32), x=np.arange(H), y=np.arange(L), colorscale="Viridis",
+                   hoverinfo="skip"),
+        go.Scatter(x=head, y=layer, mode="markers", showlegend=False,
+                   customdata=np.stack([layer, head, np.asarray(values, dtype=np.float32).ravel()], axis=1),
+                   marker=dict(size=max(8, min(30, 500 // max(H, 1))), symbol="square", color="rgba(0,0,0,0.01)"),
+                   hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<br>%{customdata[2]:.3f}<br>"
+                                 "click to choose it<extra></extra>",
+                   selected=dict(marker=dict(color="rgba(214,39,40,0.35)")), unselected=dict(marker=dict(opacity=1))),
+    ])
     if selected is not None:
         layer, head = selected
         figure.add_shape(type="rect", x0=head - 0.5, x1=head + 0.5, y0=layer - 0.5, y1=layer + 0.5,
                          line=dict(color="red", width=3))
-    figure.update_layout(title=plotly_text(title), xaxis=dict(title="head", dtick=1),
-                         yaxis=dict(title="layer", dtick=1, autorange="reversed"), height=80 + 40 * L)
+    figure.update_layout(title=plotly_text(title), xaxis=dict(title="head", dtick=1, range=[-0.5, H - 0.5]),
+                         yaxis=dict(title="layer", dtick=1, range=[L - 0.5, -0.5]), height=80 + 40 * L,
+                         clickmode="event+select")
     return figure
 
 
@@ -36,7 +45,7 @@ def head_map_figure(xy: np.ndarray, heads: int, selected: tuple[int, int]) -> go
         x=xy[:, 0], y=xy[:, 1], mode="markers+text", text=[f"{l}.{h}" for l, h in zip(layer, head)],
         textposition="top center", textfont=dict(size=9),
         marker=dict(color=layer, colorscale="Viridis", size=9, colorbar=dict(title="layer")),
-        hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra></extra>",
+        hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<br>click to choose it<extra></extra>",
         customdata=np.stack([layer, head], axis=1),
     ))
     chosen = selected[0] * heads + selected[1]

@@ -21,9 +21,11 @@ from ...result import AttentionResult
 from .. import cache, plain
 from ..widgets import choice, integer, text
 from ..export import chart
+from ..tables import clicked_tile
 
 ATLAS_ROOT_ENV = "ATTENTION_VIZ_ATLAS_ROOT"  # where the app keeps the probes atlases it builds
 CHART = {"displaylogo": False}
+CLICKED = "_atlas_clicked"  # (layer, head) clicked in the grid or the map, applied on the rerun
 
 
 @st.cache_resource
@@ -61,6 +63,18 @@ def _build_panel(model: str, folder: Path) -> None:
         st.rerun()
 
 
+def choose_clicked(clicked: tuple[int, int] | None, source: str) -> None:
+    """A head newly clicked in ``source`` becomes the chosen layer and head. Their sliders are
+    already drawn in this run, so the choice is applied at the top of a rerun (:data:`CLICKED`);
+    a selection stays in its figure across reruns, so each one is applied once."""
+    seen = f"_clicked_{source}"
+    if clicked is not None and clicked != st.session_state.get(seen):
+        st.session_state[seen] = clicked
+        st.session_state[CLICKED] = clicked
+        st.rerun()
+    st.session_state[seen] = clicked
+
+
 def render(result: AttentionResult) -> None:
     model = result.model
     folder = Path(text("Atlas directory", key="atlas_dir", default=str(_default_folder(model)), max_chars=500))
@@ -78,10 +92,15 @@ def render(result: AttentionResult) -> None:
                   f"{len(summary['skipped'])} skipped, {summary['tokens']} tokens")
 
     measure = choice("Statistic or relation", measures(atlas), "atlas_measure")
+    clicked = st.session_state.pop(CLICKED, None)  # a head clicked in a figure below, on the last run
+    if clicked is not None:
+        st.session_state["atlas_layer"], st.session_state["atlas_head"] = clicked
     layer = integer("Layer", 0, atlas.layers - 1, "atlas_layer", 0)
     head = integer("Head", 0, atlas.heads - 1, "atlas_head", 0)
-    chart(st, head_grid(grid_of(atlas, measure), f"{measure} per head", (layer, head)), key="atlas_grid",
-                    config=CHART)
+    event = chart(st, head_grid(grid_of(atlas, measure), f"{measure} per head — click a head to choose it",
+                                (layer, head)), key="atlas_grid", config=CHART, on_select="rerun",
+                  selection_mode="points")
+    choose_clicked(clicked_tile(event, atlas.heads, curve=1), "atlas_grid")
     relation = summary.get("relations", {}).get(measure)
     if relation is not None:
         best, baseline = relation["best"], relation["baseline"]
@@ -91,8 +110,10 @@ def render(result: AttentionResult) -> None:
     left, right = st.columns(2)
     with left:
         st.subheader("Where this head stands among the heads")
-        chart(st, head_map_figure(_head_map(str(folder), str(atlas.manifest.get("counts"))), atlas.heads,
-                                        (layer, head)), key="atlas_map", config=CHART)
+        event = chart(st, head_map_figure(_head_map(str(folder), str(atlas.manifest.get("counts"))), atlas.heads,
+                                          (layer, head)), key="atlas_map", config=CHART, on_select="rerun",
+                      selection_mode="points")
+        choose_clicked(clicked_tile(event, atlas.heads, curve=0), "atlas_map")
     with right:
         stat = measure if measure in STATS else "entropy"
         st.subheader(f"This sentence against the corpus ({stat})")
