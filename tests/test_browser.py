@@ -106,6 +106,35 @@ def test_clicking_a_head_in_the_grid_enlarges_it(app_url, page):
     wait_for_link(page, {"layer": "2", "head": "7", "view": "grid"})
 
 
+PLOTS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => ({
+    title: gd.layout.title && gd.layout.title.text,
+    zmax: gd._fullData[0].zmax, zmin: gd._fullData[0].zmin,
+    camera: gd._context.toImageButtonOptions,
+}))"""
+
+
+@pytest.mark.parametrize("mode", ["heads", "sentences", "coreference"])
+def test_side_by_side_figures_share_one_colour_range_and_the_camera_saves_at_scale_3(app_url, page, mode):
+    params = {"view": "compare", "compare_mode": mode, "compare_text_b": "The big animal didn't cross the street."}
+    page.goto(f"{app_url}/?{urllib.parse.urlencode(params)}")
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .heatmaplayer image').length >= 2",
+                           timeout=90_000)
+    plots = page.evaluate(PLOTS)
+    first, second = plots[0], plots[1]  # the pair, side by side (a difference may follow)
+    assert first["title"] != second["title"]
+    assert (first["zmin"], first["zmax"]) == (second["zmin"], second["zmax"])  # one colour range, as drawn
+    for plot in plots:
+        assert plot["camera"]["scale"] >= 2 and plot["camera"]["format"] in ("png", "svg")
+        assert plot["camera"]["filename"].startswith("attention-viz_minilm_compare_")
+    if mode == "heads":  # asked for separate scales, each figure gets its own range
+        page.goto(f"{app_url}/?{urllib.parse.urlencode({**params, 'separate': '1'})}")
+        page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .heatmaplayer image').length >= 2",
+                               timeout=90_000)
+        page.wait_for_timeout(1000)
+        first, second = page.evaluate(PLOTS)[:2]
+        assert first["zmax"] != second["zmax"]
+
+
 def test_clicking_a_head_in_token_focus_opens_its_row(app_url, page):
     page.goto(f"{app_url}/?view=focus")
     page.wait_for_selector(".js-plotly-plot .scatterlayer .points path", timeout=60_000)
