@@ -44,8 +44,8 @@ SESSION_TTL_S = 120  # Streamlit keeps a closed session this long for a reconnec
 STEPS = [
     ("Layer", 3, "layer 3"),
     ("Head", "5", "head 5"),
-    ("View", "All heads", None),
-    ("View", "Head heatmap", "sentence"),
+    ("Explore", "All heads", None),  # the sidebar's Explore section
+    ("Explore", "Head", "sentence"),
     ("Layer", 5, "layer 5"),
     ("Head", "11", "head 11"),
 ]
