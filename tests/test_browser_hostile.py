@@ -49,6 +49,7 @@ def test_exported_html_of_hostile_text_is_inert(app_url, browser, tmp_path):
     page = browser.new_page(viewport={"width": 1300, "height": 900})
     page.goto(f"{app_url}/?{urllib.parse.urlencode({'text': HOSTILE, 'view': 'head'})}")
     wait_for_heatmap(page)
+    page.get_by_role("button", name="Prepare the figure as HTML (works offline)").click()
     with page.expect_download() as download:
         page.get_by_role("button", name="Download figure (HTML, works offline)").click()
     path = tmp_path / "figure.html"

@@ -46,8 +46,13 @@ def test_the_head_figure_names_model_sentence_and_settings():
     assert under.startswith("minilm · “The animal didn't cross") and "threshold 0.05" in under
     name = configs(at)["head_chart"]["toImageButtonOptions"]["filename"]
     assert name == "attention-viz_minilm_head_chart_L2H4"
+    assert not [b for b in at.get("download_button") if b.proto.label.startswith("Download figure")]  # on request
+    at.button(key="head_chart_html_prepare").click().run()
     html = [b for b in at.get("download_button") if b.proto.label.startswith("Download figure")]
-    assert html  # built now (bytes), not a callable that a later run can lose
+    assert len(html) == 1  # built now (bytes), not a callable that a later run can lose
+    at.slider(key="head_layer").set_value(3).run()  # a slider move: no file kept, "Prepare" again
+    assert not [b for b in at.get("download_button") if b.proto.label.startswith("Download figure")]
+    assert at.button(key="head_chart_html_prepare")
 
 
 def test_names_and_subtitles_keep_user_text_harmless():

@@ -2,9 +2,8 @@
 
 Every figure goes through :func:`chart`: the camera button saves PNG at 3× or SVG (the sidebar's
 choice) under one naming scheme, and the figure carries a subtitle with the model, the sentence and
-the view's settings, so a saved picture says what it shows. HTML downloads are built eagerly for
-the figure on screen: a lazily built file (a callable) is registered per run, and the first click
-after a slider move could ask for the previous run's file, which is gone.
+the view's settings, so a saved picture says what it shows. HTML downloads are built on request, for the
+figure on screen (see :func:`figure_downloads`).
 """
 
 from __future__ import annotations
@@ -70,11 +69,23 @@ def chart(where: DeltaGenerator, figure: go.Figure, key: str, *, config: dict | 
     return where.plotly_chart(figure, key=key, config={**(config or {}), **settings}, **kwargs)
 
 
+def _want_html(flag: str) -> None:
+    st.session_state[flag] = True
+
+
 def figure_downloads(figure: go.Figure, key: str) -> None:
-    """The figure as one HTML file that opens offline (built now, for the figure on screen)."""
-    name = file_name(key)
-    st.download_button("Download figure (HTML, works offline)", data=standalone_html(figure, name),
-                       file_name=f"{name}.html", mime="text/html", key=f"{key}_html", on_click="ignore")
+    """The figure as one HTML file that opens offline, in two clicks: "Prepare" builds it on the
+    next run, for the figure then on screen, and offers it. Built on every run instead, each file
+    (plotly.js inside: ~5 MB) would cost every slider move ~0.1 s of server CPU and stay in the
+    server's memory per session; a lazily built file (a callable) can be asked for after the run
+    that registered it is gone ("Deferred file … not found")."""
+    name, flag = file_name(key), f"_{key}_html_wanted"
+    if st.session_state.pop(flag, False):
+        st.download_button("Download figure (HTML, works offline)", data=standalone_html(figure, name),
+                           file_name=f"{name}.html", mime="text/html", key=f"{key}_html", on_click="ignore")
+    else:
+        st.button("Prepare the figure as HTML (works offline)", key=f"{key}_html_prepare", on_click=_want_html,
+                  args=(flag,), help="Builds one HTML file of this figure, with plotly.js inside (about 5 MB).")
 
 
 def result_downloads(result: AttentionResult) -> None:
