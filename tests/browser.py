@@ -71,7 +71,7 @@ def chromium() -> Iterator[Browser]:
             browser.close()
 
 
-def wait_for_heatmap(page: Page, title: str | None = None, timeout: float = 60_000) -> None:
+def wait_for_heatmap(page: Page, title: str | None = None, timeout: float = 120_000) -> None:
     """Until a Plotly heatmap is drawn (and, if given, its title contains ``title``)."""
     page.wait_for_selector(".js-plotly-plot .heatmaplayer image, .js-plotly-plot .hm image", timeout=timeout)
     if title is not None:
@@ -81,7 +81,7 @@ def wait_for_heatmap(page: Page, title: str | None = None, timeout: float = 60_0
         )
 
 
-def wait_for_link(page: Page, expected: dict[str, str], timeout: float = 30_000) -> dict[str, str]:
+def wait_for_link(page: Page, expected: dict[str, str], timeout: float = 60_000) -> dict[str, str]:
     """Until the page's URL carries ``expected`` (the app rewrites it after each run); its parameters."""
     page.wait_for_function(
         """want => { const p = new URLSearchParams(location.search);

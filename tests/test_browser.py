@@ -23,6 +23,7 @@ def browser():
 @pytest.fixture
 def page(browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(60_000)  # CI runs three test workers on two cores: a click may wait for a busy server
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     yield page
@@ -100,6 +101,7 @@ def test_clicking_a_head_in_the_grid_enlarges_it(app_url, page):
     wait_for_heatmap(page, "layer 0, head 0")  # the enlarged head before any click
     grid = page.locator(".js-plotly-plot").first
     tiles = grid.locator(".scatterlayer .points path")
+    tiles.nth(6 * 12 - 1).wait_for(timeout=90_000)  # the grid may be drawn after the enlarged head
     assert tiles.count() == 6 * 12
     tiles.nth(2 * 12 + 7).click(force=True)  # layer 2, head 7
     wait_for_heatmap(page, "layer 2, head 7")

@@ -27,6 +27,7 @@ def browser():
 @pytest.fixture
 def page(browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(60_000)  # CI runs three test workers on two cores: a click may wait for a busy server
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     yield page
