@@ -71,6 +71,14 @@ def chromium() -> Iterator[Browser]:
             browser.close()
 
 
+def new_page(browser: Browser, width: int = 1400, height: int = 1000) -> Page:
+    """A page in a fresh context (no cookies, no session). Reduced motion: while a script runs, Streamlit's
+    animations repaint in software on every frame, about a third of the browser's CPU in a page load here."""
+    page = browser.new_page(viewport={"width": width, "height": height}, reduced_motion="reduce")
+    page.set_default_timeout(60_000)  # three test workers on two cores: a click may wait for a busy server
+    return page
+
+
 def wait_for_heatmap(page: Page, title: str | None = None, timeout: float = 120_000) -> None:
     """Until a Plotly heatmap is drawn (and, if given, its title contains ``title``)."""
     page.wait_for_selector(".js-plotly-plot .heatmaplayer image, .js-plotly-plot .hm image", timeout=timeout)

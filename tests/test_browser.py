@@ -5,7 +5,7 @@ import urllib.parse
 
 import pytest
 
-from browser import ROOT, SHARED_VIEW, chromium, served_app, wait_for_heatmap, wait_for_link, x_tick_labels
+from browser import ROOT, SHARED_VIEW, chromium, new_page, served_app, wait_for_heatmap, wait_for_link, x_tick_labels
 
 
 @pytest.fixture(scope="module")
@@ -22,8 +22,7 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.set_default_timeout(60_000)  # CI runs three test workers on two cores: a click may wait for a busy server
+    page = new_page(browser, 1400, 1000)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     yield page
@@ -177,7 +176,7 @@ def test_clicking_heads_in_the_ablation_grid_picks_them_and_the_link_reproduces_
     ablation_tiles(page).nth(0).click(force=True)  # layer 0, head 0: added
     link = wait_for_link(page, {"ablate": "2.5,0.0"})
     page.locator(CHIPS).nth(1).wait_for(timeout=30_000)
-    fresh = browser.new_page(viewport={"width": 1400, "height": 1000})
+    fresh = new_page(browser, 1400, 1000)
     try:
         fresh.goto(f"{app_url}/?{urllib.parse.urlencode(link)}")
         assert ablation_tiles(fresh).count() == 6 * 12
@@ -235,7 +234,7 @@ def test_a_link_made_after_changing_several_controls_opens_identically_in_a_fres
     wait_for_link(page, {"key": "8"})
     links["focus"] = (shared_link(page), picture(page))
 
-    fresh = browser.new_context(viewport={"width": 1400, "height": 1000})  # no cookies, no session
+    fresh = browser.new_context(viewport={"width": 1400, "height": 1000}, reduced_motion="reduce")  # no cookies, no session
     try:
         for view, (link, seen) in links.items():
             assert "view=" + view in link

@@ -5,7 +5,7 @@ import urllib.parse
 
 import pytest
 
-from browser import chromium, served_app, wait_for_heatmap
+from browser import chromium, new_page, served_app, wait_for_heatmap
 
 HOSTILE = "<script>alert('x')</script> <img src=x onerror=alert(1)> \"'><svg onload=alert(2)> it"
 INJECTED = """() => ({
@@ -31,7 +31,7 @@ def browser():
 
 @pytest.mark.parametrize("view", ["head", "grid", "compare", "focus", "layers"])
 def test_hostile_text_stays_text_in_every_view(app_url, browser, view):
-    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    page = new_page(browser, 1300, 900)
     dialogs: list[str] = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     page.goto(f"{app_url}/?{urllib.parse.urlencode({'text': HOSTILE, 'view': view})}")
@@ -46,7 +46,7 @@ def test_hostile_text_stays_text_in_every_view(app_url, browser, view):
 
 
 def test_exported_html_of_hostile_text_is_inert(app_url, browser, tmp_path):
-    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    page = new_page(browser, 1300, 900)
     page.goto(f"{app_url}/?{urllib.parse.urlencode({'text': HOSTILE, 'view': 'head'})}")
     wait_for_heatmap(page)
     page.get_by_role("button", name="Prepare the figure as HTML (works offline)").click()
@@ -58,7 +58,7 @@ def test_exported_html_of_hostile_text_is_inert(app_url, browser, tmp_path):
     # the sentence rides in the figure's JSON (the subtitle) as data: escaped, never as markup
     assert "<script>alert" not in path.read_text(encoding="utf-8")
 
-    exported = browser.new_page()
+    exported = new_page(browser)
     dialogs: list[str] = []
     exported.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     requests: list[str] = []
@@ -94,7 +94,7 @@ SHOWN = "document.body.innerText + [...document.querySelectorAll('input, textare
 
 @pytest.mark.parametrize("where", list(MARKDOWN_LINKS))
 def test_markdown_and_latex_from_a_link_stay_text(app_url, browser, where):
-    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    page = new_page(browser, 1300, 900)
     requests: list[str] = []
     page.on("request", lambda r: requests.append(r.url))
     page.goto(f"{app_url}/?{urllib.parse.urlencode(MARKDOWN_LINKS[where])}")

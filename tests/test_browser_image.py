@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from attention_viz.backends.registry import load_backend
-from browser import chromium, served_app
+from browser import chromium, new_page, served_app
 
 SEED = 7
 OVERLAY = ".js-plotly-plot g.imagelayer image"  # Plotly draws a go.Image trace as an SVG <image>
@@ -26,8 +26,7 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.set_default_timeout(60_000)  # CI runs three test workers on two cores: a click may wait for a busy server
+    page = new_page(browser, 1400, 1000)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     yield page

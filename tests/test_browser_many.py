@@ -22,7 +22,7 @@ def test_eight_concurrent_sessions_see_only_their_own_sentence():
     with served_app() as url, chromium() as browser:
         pages = []
         for sentence in SENTENCES:  # all eight sessions are running before any is checked
-            page = browser.new_context().new_page()
+            page = browser.new_context(reduced_motion="reduce").new_page()
             page.goto(f"{url}/?{urllib.parse.urlencode({'text': sentence, 'view': 'head'})}", wait_until="commit")
             pages.append(page)
         for sentence, page in zip(SENTENCES, pages):

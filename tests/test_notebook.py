@@ -8,7 +8,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from browser import chromium
+from browser import chromium, new_page
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,7 +70,7 @@ def test_an_inline_output_draws_offline_in_a_browser(executed, tmp_path):
     page_file.write_text(f"<!DOCTYPE html><html><body>{frame_of(outputs(notebook, 'pair = av.run('))}</body></html>",
                          encoding="utf-8")
     with chromium() as browser:
-        page = browser.new_page(viewport={"width": 1200, "height": 1000})
+        page = new_page(browser, 1200, 1000)
         blocked, errors = [], []
         page.on("pageerror", lambda error: errors.append(str(error)))
         page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(("file:", "about:"))

@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from browser import chromium
+from browser import chromium, new_page
 
 import attention_viz as av
 from attention_viz.figures.offline import dequantize, heads_payload, quantize, script_json
@@ -120,7 +120,7 @@ class Opened:
 
     def __init__(self, browser, path):
         self.blocked, self.errors, self.dialogs = [], [], []
-        self.page = browser.new_page(viewport={"width": 1200, "height": 1000})
+        self.page = new_page(browser, 1200, 1000)
         self.page.on("pageerror", lambda error: self.errors.append(str(error)))
         self.page.on("dialog", lambda dialog: (self.dialogs.append(dialog.message), dialog.dismiss()))
         self.page.route("**/*", self._only_files)
@@ -316,7 +316,7 @@ def test_without_plotly_the_preview_stays_with_the_right_head_and_says_so(browse
     text = av.export(result, tmp_path / "cat.html", layer=2, head=7).read_text(encoding="utf-8")
     broken = re.sub(r'(<script type="text/plain" id="plotly-js">).*?(</script>)', r"\1throw 0\2", text, flags=re.S)
     (tmp_path / "broken.html").write_text(broken, encoding="utf-8")
-    page = browser.new_page(viewport={"width": 1000, "height": 900})
+    page = new_page(browser, 1000, 900)
     page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:") else route.abort())
     page.goto((tmp_path / "broken.html").as_uri())
     page.wait_for_selector("body[data-preview='encoder:2:7']", timeout=60_000)
