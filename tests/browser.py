@@ -4,6 +4,7 @@ driven by Playwright (never a downloaded browser)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -21,6 +22,8 @@ CHROMIUM = "/usr/bin/chromium"
 # The view of the README's screenshot (and of the test that opens a shared link).
 SHARED_VIEW = {"model": "minilm", "text": "The animal didn't cross the street because it was too tired.",
                "view": "head", "layer": "3", "head": "1"}
+# view key → its label in the sidebar, as app.py declares them ("head": ("Head", …)).
+VIEW_LABELS = dict(re.findall(r'^    "(\w+)": \("([^"]+)"', (ROOT / "app.py").read_text(encoding="utf-8"), re.M))
 FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -97,6 +100,22 @@ def wait_for_link(page: Page, expected: dict[str, str], timeout: float = 60_000)
         arg=expected, timeout=timeout,
     )
     return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(page.url).query))
+
+
+def settled(page: Page, timeout: float = 120_000) -> None:
+    """Until the script run has finished and nothing on the page is stale (left from the run before)."""
+    page.wait_for_function(
+        """() => !document.querySelector("[data-testid='stStatusWidgetRunningIcon'], "
+                                        + "[data-testid='stStatusWidgetRunningManIcon'], [data-stale='true']")""",
+        timeout=timeout,
+    )
+
+
+def open_view(page: Page, view: str) -> None:
+    """Pick ``view`` in the sidebar as a person does (a rerun, no page load); return once it is drawn."""
+    page.locator("[data-testid='stSidebar'] [data-testid='stRadio']").get_by_text(VIEW_LABELS[view], exact=True).click()
+    wait_for_link(page, {"view": view})
+    settled(page)
 
 
 def x_tick_labels(page: Page, chart: int = 0) -> list[str]:

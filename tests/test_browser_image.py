@@ -8,36 +8,12 @@ import base64
 import io
 
 import numpy as np
-import pytest
 from PIL import Image
 
 from attention_viz.backends.registry import load_backend
-from browser import chromium, new_page, served_app
 
 SEED = 7
 OVERLAY = ".js-plotly-plot g.imagelayer image"  # Plotly draws a go.Image trace as an SVG <image>
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture
-def page(browser):
-    page = new_page(browser, 1400, 1000)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    yield page
-    page.close()
-    assert not errors, errors
-
-
-@pytest.fixture(scope="module")
-def app_url():
-    with served_app() as url:
-        yield url
 
 
 def drawn_pixels(href: str) -> np.ndarray:
@@ -52,10 +28,11 @@ def no_error_shown(page) -> bool:
             and page.locator("[data-testid='stAlertContentError']").count() == 0)
 
 
-def test_a_seeded_scene_from_the_link_shows_its_caption_and_its_maps(app_url, page):
+def shows_the_seeded_scene(page, link: str) -> None:
+    """The scene of the link's seed: its caption (the model's own, computed here too) and its maps."""
     caption = load_backend("show-attend-tell").caption_scene(SEED)
     expected = " ".join(caption.words)
-    page.goto(f"{app_url}/?view=image&seed={SEED}")
+    page.goto(link)
     page.wait_for_function(
         "t => [...document.querySelectorAll('[data-testid=stText]')].some(e => e.textContent.trim() === t)",
         arg=expected, timeout=120_000,
@@ -69,7 +46,8 @@ def test_a_seeded_scene_from_the_link_shows_its_caption_and_its_maps(app_url, pa
     assert no_error_shown(page)
 
 
-def test_a_vit_folder_shows_one_head_every_head_and_rollout(app_url, page, tmp_path):
+def test_a_seeded_scene_then_a_vit_folder_shows_one_head_every_head_and_rollout(app_url, page, tmp_path):
+    """The captioner's scene from a link, then (same session) a Vision Transformer folder."""
     import torch
     from transformers import ViTConfig, ViTModel
 
@@ -77,8 +55,7 @@ def test_a_vit_folder_shows_one_head_every_head_and_rollout(app_url, page, tmp_p
     config = ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=3,
                        intermediate_size=64)
     ViTModel(config, add_pooling_layer=False).save_pretrained(tmp_path)
-    page.goto(f"{app_url}/?view=image&seed={SEED}")
-    page.wait_for_selector(OVERLAY, timeout=120_000)  # the captioner's page has settled
+    shows_the_seeded_scene(page, f"{app_url}/?view=image&seed={SEED}")
     page.get_by_text("Vision Transformer (an hf: folder)").click()
     box = page.get_by_label("Vision Transformer", exact=True)
     box.fill(f"hf:{tmp_path}")

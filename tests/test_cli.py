@@ -1,4 +1,6 @@
-"""The command line as users script it: real processes, one-line errors, offline."""
+"""The command line as users script it: real processes (one per command that loads a model; argument
+errors, answered before torch loads, all as real processes), one-line errors, offline. Checks that need
+a model but not a new process call the same ``main`` in this process."""
 
 import os
 import subprocess
@@ -11,6 +13,7 @@ import pytest
 from attention_viz.errors import ModelError
 from attention_viz.backends import registry
 from attention_viz.backends.registry import load_backend
+from attention_viz.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 SENTENCE = "The animal didn't cross the street because it was too tired."
@@ -37,10 +40,17 @@ def test_run_minilm_writes_all_six_layers(tmp_path):
     assert "encoder.layers.6.self_attn.pattern" not in data.files
 
 
+def main_exit(argv: list[str]) -> int:
+    """``main`` as the process would exit: argparse's usage errors leave through SystemExit."""
+    try:
+        return main(argv)
+    except SystemExit as exit_:
+        return exit_.code
+
+
 def test_run_can_capture_every_kind(tmp_path):
     out = tmp_path / "all.npz"
-    done = cli("run", "--text", "short one", "--kinds", "all", "--out", str(out))
-    assert done.returncode == 0, done.stderr
+    assert main(["run", "--text", "short one", "--kinds", "all", "--out", str(out)]) == 0
     files = np.load(out).files
     for kind in ("q", "k", "v", "scores", "pattern", "context"):
         assert f"encoder.layers.5.self_attn.{kind}" in files
@@ -65,7 +75,9 @@ def test_unknown_model_is_refused_by_name_with_the_list(monkeypatch):
     assert "unknown model 'gpt-17'" in done.stderr and "minilm" in done.stderr
 
 
-def test_bad_arguments_give_one_line_and_nonzero_exit(tmp_path):
+def test_bad_arguments_give_one_line_and_nonzero_exit_before_torch_loads(tmp_path):
+    """Each a real process, started with ``-X importtime``: what it imported is listed on stderr
+    (lines "import time: ..."), the rest of stderr is the one error line."""
     for args in (
         ("run", "--text", "   ", "--out", str(tmp_path / "a.npz")),
         ("run", "--text", "hi", "--out", str(tmp_path / "a.txt")),
@@ -75,10 +87,15 @@ def test_bad_arguments_give_one_line_and_nonzero_exit(tmp_path):
         ("run", "--model", "hf:", "--text", "hi", "--out", str(tmp_path / "a.npz")),
         ("run", "--text", "hi", "--out", str(tmp_path / "missing-dir" / "a.npz")),
     ):
-        done = cli(*args)
+        done = subprocess.run([sys.executable, "-X", "importtime", "-m", "attention_viz", *args],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert done.returncode != 0, args
-        assert done.stderr.startswith("error: ") and done.stderr.strip().count("\n") == 0, (args, done.stderr)
-        assert "Traceback" not in done.stderr
+        imports = [line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+        assert "attention_viz.cli" in imports, done.stderr  # the listing is there to read
+        assert not [m for m in imports if m.split(".")[0] in ("torch", "transformers")], args
+        err = "".join(line + "\n" for line in done.stderr.splitlines() if not line.startswith("import time:"))
+        assert err.startswith("error: ") and err.count("\n") == 1, (args, err)
+        assert "Traceback" not in err
 
 
 def test_export_writes_an_offline_html_heatmap(tmp_path):
@@ -90,11 +107,13 @@ def test_export_writes_an_offline_html_heatmap(tmp_path):
     assert "layer 3, head 1" in html and '"animal"' in html and "<script src=" not in html
 
 
-def test_export_rejects_out_of_range_layer_and_unknown_view(tmp_path):
+def test_export_rejects_out_of_range_layer_and_unknown_view(tmp_path, capsys):
     out = str(tmp_path / "fig.html")
     for args in (("--view", "head", "--layer", "6"), ("--view", "sankey"), ("--view", "head", "--head", "x")):
-        done = cli("export", "--text", "hi", *args, "--out", out)
-        assert done.returncode != 0 and done.stderr.startswith("error: ") and "Traceback" not in done.stderr
+        assert main_exit(["export", "--text", "hi", *args, "--out", out]) == 2, args
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, args
+    assert not Path(out).exists()
 
 
 def tiny_bert_with_an_unused_weight(folder: Path) -> None:
@@ -113,7 +132,7 @@ def tiny_bert_with_an_unused_weight(folder: Path) -> None:
     save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
 
 
-def test_hf_checkpoint_with_unused_weights_loads_quietly(tmp_path):
+def test_hf_checkpoint_with_unused_weights_loads_quietly(tmp_path, capsys):
     folder = tmp_path / "bert"
     tiny_bert_with_an_unused_weight(folder)
     model = f"hf:{folder}"
@@ -121,7 +140,7 @@ def test_hf_checkpoint_with_unused_weights_loads_quietly(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""  # transformers' multi-line LOAD REPORT stays out of the terminal
     assert np.load(tmp_path / "r.npz")["encoder.layers.0.self_attn.pattern"].shape == (2, 5, 5)
-    done = cli("run", "--model", model, "--text", "the cat", "--target", "sat", "--out", str(tmp_path / "t.npz"))
-    assert done.returncode != 0
-    assert done.stderr.startswith("error: ") and done.stderr.strip().count("\n") == 0, done.stderr
-    assert "takes no target" in done.stderr
+    assert main(["run", "--model", model, "--text", "the cat", "--target", "sat", "--out", str(tmp_path / "t.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert "takes no target" in err

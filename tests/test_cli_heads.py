@@ -1,4 +1,6 @@
-"""``run --value-norms``, ``run --ablate`` and ``heads``: the flags and the JSON shape are contracts."""
+"""``run --value-norms``, ``run --ablate`` and ``heads``: the flags and the JSON shape are contracts.
+``heads`` runs once as a real process; the rest call the CLI's ``main`` here (test_cli.py runs ``run``
+as a process)."""
 
 import json
 import os
@@ -25,8 +27,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_value_norms_beside_every_pattern(tmp_path):
     out = tmp_path / "r.npz"
-    done = cli("run", "--model", "minilm", "--text", SENTENCE, "--value-norms", "--out", str(out))
-    assert done.returncode == 0, done.stderr
+    assert main(["run", "--model", "minilm", "--text", SENTENCE, "--value-norms", "--out", str(out)]) == 0
     data = np.load(out, allow_pickle=False)
     for layer in range(6):
         pattern = data[hook_name(ENCODER_SELF, layer, "pattern")]

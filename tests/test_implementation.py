@@ -1,6 +1,6 @@
 """Which implementation runs: every model's results say "ours" or "transformers" in meta, the
 same as the backend and the sidebar (before loading) say; result.npz written by the command line
-carries it."""
+(its ``main``, here in this process) carries it."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import pytest
 from transformers import ViTConfig, ViTModel
 
 from apphelpers import app
-from test_cli import cli
 from test_hf_backend import save_bert, save_t5
 from test_ours_decoder import save as save_decoder
 
 from attention_viz.analysis.ablation import Ablation
 from attention_viz.backends.registry import MODELS, load_backend
+from attention_viz.cli import main
 from attention_viz.result import AttentionResult
 from attention_viz.ui.inputs import IMPLEMENTATIONS
 
@@ -75,8 +75,7 @@ def test_result_npz_from_the_command_line_records_it(folders, tmp_path, model, e
     if model.startswith("hf:"):
         model = f"hf:{folders / model[3:]}"
     out = tmp_path / "r.npz"
-    done = cli("run", "--model", model, "--text", "the cat sat on the mat", "--out", str(out))
-    assert done.returncode == 0, done.stderr
+    assert main(["run", "--model", model, "--text", "the cat sat on the mat", "--out", str(out)]) == 0
     assert AttentionResult.load_npz(out).meta["implementation"] == expected
 
 

@@ -5,15 +5,12 @@ other models."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from attention_viz.cli import main
 from attention_viz.errors import ModelError
 from attention_viz.backends.registry import MODELS, availability, load_backend
 from attention_viz.trained import checkpoint, report
@@ -21,7 +18,6 @@ from attention_viz.trained.decoding import greedy, translate
 from attention_viz.trained.evaluate import MODEL_NAMES, alignment_accuracy, exact_match, held_out_pairs
 from attention_viz.hooks import capture
 
-ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = 300  # held-out test pairs scored inside the tests (the model card uses all 2000)
 SENTENCE = "The european economic area was signed in august 1992 ."
 TARGET = "la zone économique européenne a été signée en août 1992 ."
@@ -172,19 +168,11 @@ def test_inputs_outside_the_grammar_do_not_crash(transformer, rnn):
         assert forced.target_tokens.unknown == (False, False, False, True, False)
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "attention_viz", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-
-
 def test_cli_writes_tokens_target_tokens_and_all_three_attentions(tmp_path):
+    """The command line's ``main`` in this process (test_cli.py runs ``run`` as a real process)."""
     greedy_out, forced_out = tmp_path / "greedy.npz", tmp_path / "forced.npz"
-    done = cli("run", "--model", "toy-translate", "--text", SENTENCE, "--out", str(greedy_out))
-    assert done.returncode == 0, done.stderr
-    done = cli("run", "--model", "toy-translate", "--text", SENTENCE, "--target", TARGET, "--out", str(forced_out))
-    assert done.returncode == 0, done.stderr
+    assert main(["run", "--model", "toy-translate", "--text", SENTENCE, "--out", str(greedy_out)]) == 0
+    assert main(["run", "--model", "toy-translate", "--text", SENTENCE, "--target", TARGET, "--out", str(forced_out)]) == 0
     for path in (greedy_out, forced_out):
         data = np.load(path, allow_pickle=False)
         assert list(data["tokens"]) == SENTENCE.lower().split()
