@@ -32,6 +32,10 @@ def _seed(value: str) -> int:
 def cmd_caption(args: argparse.Namespace) -> int:
     if not args.out.endswith(".npz"):
         raise ModelError("--out must end in .npz")
+    from .cli import missing_folder
+
+    if problem := missing_folder(args.out):
+        raise ModelError(problem)
     from .backends.registry import load_backend  # torch loads only for this command
     from .images import read_image_file
     from .trained.scenes import BACKGROUND

@@ -1,20 +1,22 @@
 """The command line: ``python -m attention_viz {run,export,models}``. Errors are one line on stderr and a
-non-zero exit, never a traceback."""
+non-zero exit, never a traceback.
+
+Parsing and checking the arguments imports neither torch nor a model (each loads when a command
+runs): a mistyped flag, an unknown model or a bad --out is answered at once."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from . import caption_cli, cli_heads
 from .errors import ModelError
 from .atlas import cli as atlas_cli
 from .backends.registry import DEFAULT_MODEL, MODELS, availability, load_backend
-from .figures.export import standalone_html
-from .figures.views import VIEWS, export_figure
-from .api import export as export_view
-from .hooks import KINDS
+from .figures.views import VIEWS
+from .names import KINDS
 
 EXIT_USAGE = 2
 
@@ -27,6 +29,12 @@ class _Parser(argparse.ArgumentParser):
 def _fail(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def missing_folder(out: str) -> str | None:
+    """The error for an ``--out`` whose folder does not exist, found before a model runs for nothing."""
+    folder = Path(out).parent
+    return None if folder.is_dir() else f"--out: the folder {folder} does not exist"
 
 
 def _kinds(value: str) -> tuple[str, ...]:
@@ -73,6 +81,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _fail("--text is empty: give a sentence")
     if not args.out.endswith(".npz"):
         return _fail("--out must end in .npz")
+    if problem := missing_folder(args.out):
+        return _fail(problem)
     backend = load_backend(args.model)
     result = cli_heads.run(backend, args)
     result.save_npz(args.out)
@@ -91,7 +101,13 @@ def cmd_export(args: argparse.Namespace) -> int:
         return _fail("--text is empty: give a sentence")
     if not args.out.endswith(".html"):
         return _fail("--out must end in .html (PNG: open the HTML and use the camera icon)")
+    if problem := missing_folder(args.out):
+        return _fail(problem)
     head: int | str = args.head if args.head in ("mean", "max") else _int(args.head, "--head")
+    from .api import export as export_view
+    from .figures.export import standalone_html
+    from .figures.views import export_figure
+
     result = load_backend(args.model).run(args.text, target=args.target)
     group = ATTENTIONS[args.attention] if args.attention else None
     if group is not None and group not in result.attentions():

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .analysis.ablation import MODES, parse_heads
 from .analysis.detector import MASKS, detect, offset_mask, to_json_ready, top
 from .analysis.value_norms import value_norm_arrays
-from .backends.base import Backend, Outputs
 from .backends.registry import DEFAULT_MODEL, load_backend
 from .errors import ModelError
-from .head_effects import make_ablation
 from .names import CROSS, DECODER_SELF, ENCODER_SELF, Group, parse_hook_name
 from .result import AttentionResult
+
+if TYPE_CHECKING:  # torch loads with the model, not with the argument parser
+    from .backends.base import Backend, Outputs
 
 ATTENTIONS = {"encoder": ENCODER_SELF, "decoder": DECODER_SELF}
 DESCRIPTIONS = {
@@ -52,6 +54,8 @@ def run(backend: Backend, args: argparse.Namespace) -> AttentionResult:
         raise ModelError(f"{backend.name} cannot give value-weighted norms: it does not expose the values and W_O "
                          "(transformers hands out attention weights only); use a model that runs in our Transformer")
     if args.ablate:
+        from .head_effects import make_ablation
+
         ablation = make_ablation(backend, parse_heads(args.ablate, default_group(backend)), args.ablation)
         result, outputs = backend.forward(args.text, args.target, kinds, ablation=ablation)
         result.meta["output"] = output_summary(outputs)

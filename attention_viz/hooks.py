@@ -21,7 +21,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-KINDS = ("q", "k", "v", "scores", "pattern", "context")
+from .names import KINDS  # noqa: F401  (defined without torch: the CLI checks --kinds before loading it)
 
 _active_recorder: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
     "attention_viz_recorder", default=None

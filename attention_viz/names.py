@@ -15,6 +15,7 @@ ENCODER_SELF: Group = ("encoder", "self_attn")
 DECODER_SELF: Group = ("decoder", "self_attn")
 CROSS: Group = ("decoder", "cross_attn")
 GROUPS: tuple[Group, ...] = (ENCODER_SELF, DECODER_SELF, CROSS)  # the order views list them in
+KINDS = ("q", "k", "v", "scores", "pattern", "context")  # what a hook point of an attention captures
 
 _NAME = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(self_attn|cross_attn)\.(\w+)$")
 

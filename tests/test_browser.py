@@ -5,7 +5,8 @@ import urllib.parse
 
 import pytest
 
-from browser import ROOT, SHARED_VIEW, open_view, wait_for_heatmap, wait_for_link, x_tick_labels
+from attention_viz.ui.views.compare import MODE_NAMES
+from browser import ROOT, SHARED_VIEW, open_view, settled, wait_for_heatmap, wait_for_link, x_tick_labels
 
 
 def test_type_a_sentence_choose_layer_and_head_and_see_its_tokens(app_url, page):
@@ -101,26 +102,37 @@ PLOTS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => ({
 }))"""
 
 
-@pytest.mark.parametrize("mode", ["heads", "sentences", "coreference"])
-def test_side_by_side_figures_share_one_colour_range_and_the_camera_saves_at_scale_3(app_url, page, mode):
-    params = {"view": "compare", "compare_mode": mode, "compare_text_b": "The big animal didn't cross the street."}
-    page.goto(f"{app_url}/?{urllib.parse.urlencode(params)}")
+def side_by_side(page) -> tuple[dict, dict]:
+    """The pair of the settled compare view (a difference may follow); every figure's camera checked."""
+    settled(page)
     page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .heatmaplayer image').length >= 2",
                            timeout=90_000)
     plots = page.evaluate(PLOTS)
-    first, second = plots[0], plots[1]  # the pair, side by side (a difference may follow)
-    assert first["title"] != second["title"]
-    assert (first["zmin"], first["zmax"]) == (second["zmin"], second["zmax"])  # one colour range, as drawn
     for plot in plots:
         assert plot["camera"]["scale"] >= 2 and plot["camera"]["format"] in ("png", "svg")
         assert plot["camera"]["filename"].startswith("attention-viz_minilm_compare_")
-    if mode == "heads":  # asked for separate scales, each figure gets its own range
-        page.goto(f"{app_url}/?{urllib.parse.urlencode({**params, 'separate': '1'})}")
-        page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .heatmaplayer image').length >= 2",
-                               timeout=90_000)
-        page.wait_for_timeout(1000)
-        first, second = page.evaluate(PLOTS)[:2]
-        assert first["zmax"] != second["zmax"]
+    assert plots[0]["title"] != plots[1]["title"]
+    return plots[0], plots[1]
+
+
+def test_side_by_side_figures_share_one_colour_range_and_the_camera_saves_at_scale_3(app_url, page):
+    """Each compare mode, picked on the page, draws its pair with one colour range, as drawn; asked
+    for separate scales, the two heads get their own ranges."""
+    params = {"view": "compare", "compare_mode": "heads", "compare_text_b": "The big animal didn't cross the street."}
+    page.goto(f"{app_url}/?{urllib.parse.urlencode(params)}")
+    for mode in ["heads", "sentences", "coreference"]:
+        if mode != "heads":
+            page.get_by_text(MODE_NAMES[mode], exact=True).click()
+            wait_for_link(page, {"mode": mode})
+        first, second = side_by_side(page)
+        assert (first["zmin"], first["zmax"]) == (second["zmin"], second["zmax"]), mode
+    page.get_by_text(MODE_NAMES["heads"], exact=True).click()
+    wait_for_link(page, {"mode": "heads"})
+    side_by_side(page)
+    page.get_by_text("Separate colour scales").click()
+    wait_for_link(page, {"separate": "1"})
+    first, second = side_by_side(page)
+    assert first["zmax"] != second["zmax"]
 
 
 def test_clicking_a_head_in_token_focus_opens_its_row(app_url, page):

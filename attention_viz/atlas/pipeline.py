@@ -36,7 +36,7 @@ PENDING_SCHEMA = pa.schema([
     ("rel_to", pa.list_(pa.int32())),
 ])
 LENGTH_BUCKET = 4  # sentences whose word counts share len // 4 run in the same batches
-BATCH_ROWS = 64  # rows per map_batches call
+BATCH_ROWS = 16  # rows per map_batches call: about a second of model time, all a killed build can lose per worker
 SAMPLE_MARGIN = 1.2  # sample a little more than the estimate needs; finish() trims to the cap
 
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..access import hf_source
 from ..errors import ModelError
 from ..model_cache import ModelCache
-from .base import Backend
+
+if TYPE_CHECKING:  # names and availability answer without torch; backends import it when they load
+    from .base import Backend
 
 DEFAULT_MODEL = "minilm"
 HF_PREFIX = "hf:"

@@ -23,7 +23,6 @@ import numpy as np
 import torch
 from PIL import Image
 from safetensors import SafetensorError
-from transformers import AutoImageProcessor, ViTConfig, ViTForImageClassification, ViTModel
 
 from ..analysis.patches import patch_labels
 from ..errors import ModelError
@@ -81,6 +80,9 @@ class ViTBackend(Backend):
     implementation = "transformers"
 
     def __init__(self, name: str, folder: Path) -> None:
+        # imported here: every hf: folder passes through open_vit, and text models need no image stack
+        from transformers import AutoImageProcessor, ViTConfig, ViTForImageClassification, ViTModel
+
         self.name = name
         safetensors_files(folder)  # refuses pickle-only folders before transformers reads anything
         config = self._load("config", ViTConfig, folder)

@@ -48,11 +48,14 @@ def with_subtitle(figure: go.Figure, line: str) -> go.Figure:
     top, height = figure.layout.margin.t, figure.layout.height
     # Title and subtitle pinned to the top edge: centred in the margin they would sit on an axis's
     # top tick labels (the all-heads grids put theirs there).
-    figure.update_layout(title_subtitle_text=line, title_subtitle_font=dict(size=11, color="#666"),
-                         title_yref="container", title_y=1, title_yanchor="top", title_pad_t=8,
-                         margin_t=(100 if top is None else top) + SUBTITLE_ROOM)
+    # Set attribute by attribute: ``update_layout`` with the same values costs ~3× as much (it
+    # re-walks the layout to notify listeners a page never has).
+    title = figure.layout.title
+    title.subtitle = dict(text=line, font=dict(size=11, color="#666"))
+    title.yref, title.y, title.yanchor, title.pad.t = "container", 1, "top", 8
+    figure.layout.margin.t = (100 if top is None else top) + SUBTITLE_ROOM
     if height is not None:
-        figure.update_layout(height=height + SUBTITLE_ROOM)
+        figure.layout.height = height + SUBTITLE_ROOM
     return figure
 
 

@@ -7,7 +7,12 @@ are never mutated, so sharing one object is safe.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 from streamlit import config
 
@@ -22,6 +27,7 @@ from ..result import AttentionResult
 
 MAX_RESULTS = 24  # ≈ 24 × 75 MB at the 512-token worst case
 MAX_NORMS = 8  # value-weighted norms: the patterns' size again
+MAX_FIGURES = 64  # figure specs: most are tens of kB; a 512-token heatmap ~2 MB
 
 
 def backend(name: str) -> Backend:
@@ -66,3 +72,19 @@ def landing_head(result: AttentionResult) -> tuple[int, int]:
         return 0, 0
     layer, head, _ = top_heads(result.stack("pattern"), at["it"], at["animal"], n=1)[0]
     return layer, head
+
+
+@st.cache_data(max_entries=MAX_FIGURES, show_spinner=False)
+def _figure_spec(builder: str, args: tuple, kwargs: dict) -> dict:
+    module, name = builder.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)(*args, **kwargs).to_dict()
+
+
+def figure(builder: Callable[..., go.Figure], *args: Any, **kwargs: Any) -> go.Figure:
+    """``builder(*args, **kwargs)``, built once per input: a page draws a dozen figures and a slider
+    changes one or two of them, and building a Plotly figure (validating every property, copying the
+    template) costs far more than drawing it. The spec is kept as plain data (each caller gets its own
+    copy, so the subtitle added on the page never reaches another session) and wrapped without a
+    second validation: it was validated when it was built."""
+    spec = _figure_spec(f"{builder.__module__}.{builder.__qualname__}", args, kwargs)
+    return go.Figure(spec, _validate=False)

@@ -21,6 +21,7 @@ from ..controls import attention_picker, layer_head_picker, token_picker
 from ..state import take
 from ..tables import clicked_tile
 from ..widgets import choice, flag, integer
+from .. import cache
 from ..export import chart
 
 EXPLANATION = (
@@ -100,7 +101,7 @@ def effect(comparison: Comparison) -> None:
     plain.caption(comparison.ablation.describe())
     if "embedding_cosine" in summary:  # encoder
         st.metric("Cosine of the sentence embeddings, before and after", f"{summary['embedding_cosine']:.6f}")
-        chart(st, movement_bars(list(comparison.before.tokens.labels), summary["token_movement_list"],
+        chart(st, cache.figure(movement_bars, list(comparison.before.tokens.labels), summary["token_movement_list"],
                                       "how far each token's final representation moved"), key="ablation_movement")
         st.caption("Sentence embedding: the mean of the final token states (all-MiniLM-L6-v2's pooling); "
                    "1 − cosine per token: 0 = the token's representation points the same way as before.")
@@ -123,7 +124,7 @@ def effect(comparison: Comparison) -> None:
     else:
         labels = following_labels(comparison.before, len(summary["log_prob_before"]))
         st.caption("Each bar is the log-probability the model gave the token that actually came next.")
-    chart(st, log_prob_bars(labels, summary["log_prob_before"], summary["log_prob_after"],
+    chart(st, cache.figure(log_prob_bars, labels, summary["log_prob_before"], summary["log_prob_after"],
                                   "log p(next token), before and after"), key="ablation_log_probs")
 
 
@@ -134,7 +135,7 @@ def patterns(comparison: Comparison) -> None:
     layer, head = layer_head_picker(comparison.before, group, key="ablation", layer=n_layers - 1)
     picked = Choice(group, layer, head)
     before, after = displayed(comparison.before, picked), displayed(comparison.after, picked)
-    chart(st, pattern_pair(before.matrix, after.matrix, (before.query_labels, before.key_labels),
+    chart(st, cache.figure(pattern_pair, before.matrix, after.matrix, (before.query_labels, before.key_labels),
                                  (after.query_labels, after.key_labels), ("before", "after")),
                     key="ablation_patterns")
     st.caption("One colour range for both maps. A removed head's own weights do not change (only its output is "
@@ -159,7 +160,7 @@ def coreference(result: AttentionResult, mode: str) -> None:
     if not flag("Run the study", "ablation_study", default=found is not None):
         return
     outcome = ablation_cache.study(result.model, result.tokens.text, query, key, count, mode)
-    chart(st, study_bars(outcome["top_heads"], outcome["top_movement"], outcome["random_movements"]),
+    chart(st, cache.figure(study_bars, outcome["top_heads"], outcome["top_movement"], outcome["random_movements"]),
                     key="ablation_study_chart")
     plain.caption(f"Top heads ({mode} ablation): {', '.join(outcome['top_heads'])}, weights "
                   f"{', '.join(f'{w:.2f}' for w in outcome['top_weights'])}. Without them the token moved "

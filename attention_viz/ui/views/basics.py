@@ -22,6 +22,7 @@ from ...figures.basics import (
 from ...figures.heatmap import attention_heatmap
 from ...result import AttentionResult
 from ..widgets import choice, integer, number
+from .. import cache
 from ..export import chart
 
 D_KS = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -62,17 +63,17 @@ def scaling() -> None:
         "√64 = 8, 51/49 becomes 0.56/0.44 and 70/30 becomes 0.993/0.007. (Explanations often quote “0.51/0.49” and "
         "“0.7/0.3” are the proportions of the scores, not their softmax; the bars show the exact values.)"
     )
-    _chart(score_pairs_figure(), "basics_score_pairs")
+    _chart(cache.figure(score_pairs_figure, ), "basics_score_pairs")
     st.caption(
         "Why √d_k: if the d_k numbers of a query and a key are random with variance 1, their dot product adds "
         "d_k such products, so its variance is d_k (left, the points follow the dotted line). Dividing by √d_k "
         "brings it back to 1 whatever the size. Without it, the bigger the vectors, the closer softmax gets to "
         "putting all the weight on one key (right)."
     )
-    _chart(variance_figure(variance_stats()), "basics_variance")
+    _chart(cache.figure(variance_figure, variance_stats()), "basics_variance")
     d_k = choice("d_k", D_KS, "basics_dk", 64, widget="select_slider")
     scores, raw, scaled = dk_example(d_k)
-    _chart(dk_softmax_figure(scores, d_k), "basics_dk_softmax")
+    _chart(cache.figure(dk_softmax_figure, scores, d_k), "basics_dk_softmax")
     st.caption(f"d_k = {d_k}: the largest weight is {raw:.3f} unscaled and {scaled:.3f} after ÷√{d_k}.")
 
 
@@ -102,15 +103,17 @@ def scoring() -> None:
             st.info(f"Queries of size {q_size} and keys of size {k_size}: a dot product needs equal sizes. "
                     "Additive scoring (right) still works.")
         else:
-            _chart(attention_heatmap(example["dot_scores"], queries, keys, title="scores q·k / √d", diverging=True,
-                                     colorbar_title="score", hover=score_hover), "basics_dot_scores")
-            _chart(attention_heatmap(example["dot_pattern"], queries, keys, title="softmax weights"),
+            _chart(cache.figure(attention_heatmap,
+                                example["dot_scores"], queries, keys, title="scores q·k / √d", diverging=True,
+                                colorbar_title="score", hover=score_hover), "basics_dot_scores")
+            _chart(cache.figure(attention_heatmap, example["dot_pattern"], queries, keys, title="softmax weights"),
                    "basics_dot_pattern")
     with right:
         st.markdown("**Additive**")
-        _chart(attention_heatmap(example["additive_scores"], queries, keys, title="scores wᵥᵀ tanh(W_q q + W_k k)",
-                                 diverging=True, colorbar_title="score", hover=score_hover), "basics_add_scores")
-        _chart(attention_heatmap(example["additive_pattern"], queries, keys, title="softmax weights"),
+        _chart(cache.figure(attention_heatmap,
+                            example["additive_scores"], queries, keys, title="scores wᵥᵀ tanh(W_q q + W_k k)",
+                            diverging=True, colorbar_title="score", hover=score_hover), "basics_add_scores")
+        _chart(cache.figure(attention_heatmap, example["additive_pattern"], queries, keys, title="softmax weights"),
                "basics_add_pattern")
     st.caption(
         "Additive scores are bounded (tanh lies between −1 and 1, so a score is at most Σ|wᵥ|), which is why "
@@ -138,9 +141,9 @@ def pooling() -> None:
     weights, prediction = nadaraya_watson(query, keys, values, sigma)
     left, right = st.columns(2)
     with left:
-        _chart(kernel_weights_figure(keys, values, weights), "basics_kernel_weights")
+        _chart(cache.figure(kernel_weights_figure, keys, values, weights), "basics_kernel_weights")
     with right:
-        _chart(kernel_regression_figure(keys, values, query, sigma), "basics_kernel_regression")
+        _chart(cache.figure(kernel_regression_figure, keys, values, query, sigma), "basics_kernel_regression")
     top = np.argsort(weights)[::-1][:2]
     terms = " + ".join(f"{values[i]:g}·{weights[i]:.2f}" for i in top)
     st.caption(

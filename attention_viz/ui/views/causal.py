@@ -55,14 +55,14 @@ def render(result: AttentionResult) -> None:
     n = len(labels)
 
     st.subheader("1 · The mask")
-    chart(st, mask_heatmap(causal_mask(n), labels, labels, "causal mask: row i may see keys 0..i"),
+    chart(st, cache.figure(mask_heatmap, causal_mask(n), labels, labels, "causal mask: row i may see keys 0..i"),
                     key="causal_mask")
     before_and_after(decoded, layer, head, labels)
 
     st.subheader("3 · The pattern")
     pattern = decoded.pattern(DECODER_SELF, layer, head)
     future = future_weight(pattern)
-    chart(st, attention_heatmap(pattern, labels, title=f"softmax: layer {layer}, head {head}"),
+    chart(st, cache.figure(attention_heatmap, pattern, labels, title=f"softmax: layer {layer}, head {head}"),
                     key="causal_pattern")
     st.caption(f"Largest weight above the diagonal: {exact(future.largest)} — not merely small. Every row still "
                f"sums to 1 (smallest row sum {future.smallest_row_sum:.6f}).")
@@ -83,8 +83,8 @@ def before_and_after(decoded: AttentionResult, layer: int, head: int, labels: li
     before = scores_before_mask(full.array(DECODER_SELF, layer, "q")[head], full.array(DECODER_SELF, layer, "k")[head])
     after = full.array(DECODER_SELF, layer, "scores")[head]
     left, right = st.columns(2)
-    chart(left, scores_heatmap(before, labels, labels, "Q·Kᵀ/√d_k, before the mask"), key="causal_before")
-    chart(right, scores_heatmap(after, labels, labels, "after the mask: −∞ above the diagonal"),
+    chart(left, cache.figure(scores_heatmap, before, labels, labels, "Q·Kᵀ/√d_k, before the mask"), key="causal_before")
+    chart(right, cache.figure(scores_heatmap, after, labels, labels, "after the mask: −∞ above the diagonal"),
                        key="causal_after")
 
 
@@ -111,7 +111,7 @@ def edit_check(decoded: AttentionResult, labels: list[str]) -> None:
     except (ModelError, ValueError) as error:  # e.g. the new word tokenizes into several tokens
         plain.info(f"This edit cannot be compared row by row: {error}")
         return
-    chart(st, row_change_bars(change, labels, position), key="causal_edit_bars")
+    chart(st, cache.figure(row_change_bars, change, labels, position), key="causal_edit_bars")
     st.caption(f"Every layer, head, self- and cross-attention: rows 0..{position - 1} changed by at most "
                f"{exact(float(change[:position].max()))}; from the edited row on they change.")
 
@@ -131,9 +131,9 @@ def padding(decoded: AttentionResult, layer: int) -> None:
         plain.error(error)
         return
     length = batch.ids.shape[1]
-    chart(st, mask_heatmap(batch.real, ["sentence 1", "sentence 2"], [str(i) for i in range(length)],
+    chart(st, cache.figure(mask_heatmap, batch.real, ["sentence 1", "sentence 2"], [str(i) for i in range(length)],
                                  "padding mask of the batch (1 = real token)"), key="causal_pad_mask")
-    chart(st, attention_heatmap(check.pattern, check.padded_labels,
+    chart(st, cache.figure(attention_heatmap, check.pattern, check.padded_labels,
                                       title=f"sentence {check.shorter + 1} in the batch: encoder layer {layer}, "
                                             "mean of heads"),
                     key="causal_pad_pattern")

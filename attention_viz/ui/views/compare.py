@@ -110,6 +110,7 @@ def coreference_preset(model: str, weighting: str) -> None:
             (("tired", tired), ("wide", wide))}  # "it"'s row in that head, in each sentence
     top = pair_scale("compare_separate", *rows.values())
     for column, (name, row), run in zip(st.columns(2), rows.items(), (tired, wide)):
-        chart(column, attention_heatmap(row, ["it"], list(run.result.tokens.labels), zmax=top, starts=(found.it, 0),
-                                        title=f"“it” with {name}: layer {layer}, head {head}{run.suffix}",
-                                        colorbar_title=run.quantity), key=f"coref_{name}")
+        chart(column, cache.figure(attention_heatmap,
+                                   row, ["it"], list(run.result.tokens.labels), zmax=top, starts=(found.it, 0),
+                                   title=f"“it” with {name}: layer {layer}, head {head}{run.suffix}",
+                                   colorbar_title=run.quantity), key=f"coref_{name}")

@@ -25,6 +25,7 @@ from .. import ablation_cache, cache, plain
 from ..controls import token_picker
 from ..state import take
 from ..widgets import choice, integer
+from .. import cache
 from ..export import chart
 
 EXPLANATION = (
@@ -86,7 +87,7 @@ def render(result: AttentionResult) -> dict:
     columns = st.columns(2)
     for index, name in enumerate(names):
         with columns[index % 2]:
-            chart(st, score_heatmap(scores[name], titles[name]), key=f"detector_chart_{name}")
+            chart(st, cache.figure(score_heatmap, scores[name], titles[name]), key=f"detector_chart_{name}")
             layer, head, value = top(scores[name], 1)[0]
             st.caption(f"{meanings[name]}. Highest: layer {layer}, head {head} ({value:.2f}).")
     pairs = marked_pattern(result, group)
@@ -119,7 +120,8 @@ def marked_pattern(result: AttentionResult, group: Group) -> list[tuple[int, int
         return kept
     left, right = st.columns(2)
     with left:
-        chart(st, score_heatmap(pattern_scores(result, group, kept), "your pattern"), key="detector_pattern")
+        chart(st, cache.figure(score_heatmap,
+                               pattern_scores(result, group, kept), "your pattern"), key="detector_pattern")
     with right:
-        chart(st, pairs_figure(labels, kept), key="detector_pairs_chart")
+        chart(st, cache.figure(pairs_figure, labels, kept), key="detector_pairs_chart")
     return kept

@@ -42,7 +42,7 @@ def render(result: AttentionResult) -> None:
     st.subheader("1 · Cross-attention: target × source")
     layer, head = layer_head_picker(translated, CROSS, key="encdec")
     shown = displayed(translated, Choice(CROSS, layer, head))
-    chart(st, attention_heatmap(shown.matrix, shown.query_labels, shown.key_labels,
+    chart(st, cache.figure(attention_heatmap, shown.matrix, shown.query_labels, shown.key_labels,
                                       title=f"{translated.model}: layer {layer}, head {head}"), key="encdec_cross")
     st.caption("Rows: what the decoder had read (<bos> + the words so far) when it predicted the next word.")
 
@@ -91,7 +91,7 @@ def data_flows(translated: AttentionResult, source: str, layer: int) -> None:
     left, right = st.columns(2)
     for column, run, name in ((left, forced, "teacher forcing"), (right, greedy, "inference (greedy)")):
         cross = run.stack("pattern", *CROSS)[layer].mean(axis=0)
-        chart(column, attention_heatmap(cross, list(run.target_tokens.labels), list(run.tokens.labels),
+        chart(column, cache.figure(attention_heatmap, cross, list(run.target_tokens.labels), list(run.tokens.labels),
                                               title=f"{name}: layer {layer}, mean of heads"), key=f"encdec_{name}")
     predicted = forced.meta.get("predicted")
     if not predicted:  # hf: models hand out attention only, not their predictions
@@ -119,7 +119,7 @@ def beside_rnn(translated: AttentionResult, source: str, layer: int) -> None:
     for column, run in ((left, translated), (right, theirs)):
         stack = run.stack("pattern", *CROSS)
         chosen = min(layer, len(stack) - 1)
-        chart(column, attention_heatmap(stack[chosen].mean(axis=0), list(run.target_tokens.labels),
+        chart(column, cache.figure(attention_heatmap, stack[chosen].mean(axis=0), list(run.target_tokens.labels),
                                               list(run.tokens.labels), title=f"{run.model}: layer {chosen}, mean"),
                             key=f"encdec_align_{run.model}")
     st.caption("The RNN (Bahdanau et al. 2015) scores every encoder state against the decoder state with "

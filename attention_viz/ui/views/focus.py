@@ -13,6 +13,7 @@ from ...selection import default_token, group_tokens
 from ..controls import attention_picker, layer_head_picker, token_picker, weigh, weighting_picker
 from ..plain import literal
 from ..tables import clicked_tile, follow
+from .. import cache
 from ..export import chart
 
 
@@ -28,7 +29,8 @@ def render(result: AttentionResult) -> None:
     with right:
         k = token_picker("Key token (attended to)", keys, "focus_key", default_token(keys, "animal", 0))
     stack = weighed.stack(group)
-    event = chart(st, focus_heatmap(focus_matrix(stack, q, k), queries[q], keys[k], q, k, quantity=weighed.quantity),
+    event = chart(st, cache.figure(focus_heatmap,
+                                   focus_matrix(stack, q, k), queries[q], keys[k], q, k, quantity=weighed.quantity),
                   key="focus_chart", on_select="rerun", selection_mode="points")
     follow(clicked_tile(event, stack.shape[1]), "focus_chart", "focus_layer", "focus_head")
 

@@ -90,12 +90,12 @@ def projections(shown: Shown) -> None:
         "also adds a segment embedding and normalizes the sum)." if layer == 0 else f"the output of layer {layer - 1}.")
         + f" Rows are tokens, columns the {d} dimensions. Red is positive, blue negative."
     )
-    _chart(matrix_heatmap(ih.x[w], f"X ({n}×{d}), input of layer {layer}", row_labels=labels), "inside_x")
+    _chart(cache.figure(matrix_heatmap, ih.x[w], f"X ({n}×{d}), input of layer {layer}", row_labels=labels), "inside_x")
     columns = st.columns(3)
     for column, name, weight in zip(columns, ("Q", "K", "V"), (ih.w_q, ih.w_k, ih.w_v)):
         with column:
-            _chart(matrix_heatmap(weight, f"W_{name} of {hk} ({d}×{dk})", row_title="input dimension",
-                                  col_title="output dimension", height=420), f"inside_w_{name.lower()}")
+            _chart(cache.figure(matrix_heatmap, weight, f"W_{name} of {hk} ({d}×{dk})", row_title="input dimension",
+                                                col_title="output dimension", height=420), f"inside_w_{name.lower()}")
     st.caption(
         f"The head's three weight matrices, learned in training: {d} rows (one per input dimension) × {dk} "
         f"columns. The layer's W_Q is {d}×{d}; this head uses its {dk} columns {head * dk}…{(head + 1) * dk - 1}."
@@ -103,7 +103,7 @@ def projections(shown: Shown) -> None:
     columns = st.columns(3)
     for column, name, matrix in zip(columns, ("q", "k", "v"), (ih.q[w], ih.k[w], ih.v[w])):
         with column:
-            _chart(matrix_heatmap(matrix, name.upper(), row_labels=labels), f"inside_{name}")
+            _chart(cache.figure(matrix_heatmap, matrix, name.upper(), row_labels=labels), f"inside_{name}")
             st.caption(eq[name])
 
 
@@ -113,14 +113,16 @@ def scores_and_softmax(shown: Shown) -> None:
     st.subheader("2 · Scores, scaling, mask, softmax")
     left, right = st.columns(2)
     with left:
-        _chart(attention_heatmap(ih.scores_raw[w, w], labels, title="Q Kᵀ: every query · every key", diverging=True,
-                                 colorbar_title="q·k", hover="query %{y}<br>key %{x}<br>q·k %{z:.3f}<extra></extra>"),
+        _chart(cache.figure(attention_heatmap,
+                            ih.scores_raw[w, w], labels, title="Q Kᵀ: every query · every key", diverging=True,
+                            colorbar_title="q·k", hover="query %{y}<br>key %{x}<br>q·k %{z:.3f}<extra></extra>"),
                "inside_scores_raw")
         st.caption(eq["scores_raw"] + ". A large value means the query and the key point the same way.")
     with right:
         title = f"QKᵀ ÷ √{dk}" if scale else "QKᵀ, not scaled (the switch is off)"
-        _chart(attention_heatmap(ih.scores[w, w], labels, title=title, diverging=True, colorbar_title="score",
-                                 hover="query %{y}<br>key %{x}<br>score %{z:.3f}<extra></extra>"), "inside_scores")
+        _chart(cache.figure(attention_heatmap,
+                            ih.scores[w, w], labels, title=title, diverging=True, colorbar_title="score",
+                            hover="query %{y}<br>key %{x}<br>score %{z:.3f}<extra></extra>"), "inside_scores")
         st.caption(eq["scores"] + ". Dividing keeps the scores in a range where softmax still spreads weight.")
     st.info(
         f"Mask: none. Masks hide keys a query must not see: padding when several sentences of different lengths "
@@ -128,18 +130,21 @@ def scores_and_softmax(shown: Shown) -> None:
         f"{n}×{n} query–key pairs are allowed (the mask is all True) and nothing is set to −∞."
     )
     if scale:
-        _chart(attention_heatmap(ih.pattern[w, w], labels, title=f"softmax: layer {layer}, {hk}"), "inside_pattern")
+        _chart(cache.figure(attention_heatmap,
+                            ih.pattern[w, w], labels, title=f"softmax: layer {layer}, {hk}"), "inside_pattern")
         st.caption(eq["pattern"] + ". This is the head's attention pattern, as in the head heatmap view.")
     else:
         top = pair_scale("inside_separate", real.pattern[w, w], ih.pattern[w, w])
         left, right = st.columns(2)
         with left:
-            _chart(attention_heatmap(real.pattern[w, w], labels, title=f"softmax(QKᵀ / √{dk}): the model", zmax=top),
+            _chart(cache.figure(attention_heatmap,
+                                real.pattern[w, w], labels, title=f"softmax(QKᵀ / √{dk}): the model", zmax=top),
                    "inside_pattern_scaled")
         with right:
-            _chart(attention_heatmap(ih.pattern[w, w], labels, title="softmax(QKᵀ): not scaled", zmax=top),
+            _chart(cache.figure(attention_heatmap,
+                                ih.pattern[w, w], labels, title="softmax(QKᵀ): not scaled", zmax=top),
                    "inside_pattern")
-        _chart(saturation_figure(real.pattern[w], ih.pattern[w], labels, dk), "inside_saturation")
+        _chart(cache.figure(saturation_figure, real.pattern[w], ih.pattern[w], labels, dk), "inside_saturation")
         st.caption(
             f"Without ÷√{dk} the scores are {dk ** 0.5:.2g}× larger, and softmax exaggerates differences: most "
             "rows put nearly all their weight on one key (largest weight near 1, entropy near 0 bits). Such a "
@@ -152,26 +157,29 @@ def heads_and_output(shown: Shown) -> None:
     ih, w, labels, eq = shown.ih, shown.window, shown.labels, shown.ih.equations()
     n, d, dk, hk = ih.n, ih.d_model, ih.d_k, f"head {ih.head}"
     st.subheader("3 · Weighted sum of V, concatenation of the heads, W_O")
-    _chart(matrix_heatmap(ih.context[w], f"{hk} = weights · V ({n}×{dk})", row_labels=labels), "inside_context")
+    _chart(cache.figure(matrix_heatmap,
+                        ih.context[w], f"{hk} = weights · V ({n}×{dk})", row_labels=labels), "inside_context")
     st.caption(eq["context"] + ": each token's row is the weighted average of the value rows.")
     cols = (ih.columns.start, ih.columns.stop)
-    _chart(matrix_heatmap(ih.concat[w], f"Concat of the {ih.h} heads ({n}×{d}); {hk} outlined", row_labels=labels,
-                          highlight_cols=cols), "inside_concat")
+    _chart(cache.figure(matrix_heatmap,
+                        ih.concat[w], f"Concat of the {ih.h} heads ({n}×{d}); {hk} outlined", row_labels=labels,
+                        highlight_cols=cols), "inside_concat")
     st.caption(eq["concat"] + ". Every head works on its own; their outputs are laid side by side.")
     full = flag(f"Show the whole W_O ({d}×{d}, about 0.8 MB to draw)", "inside_full_w_o", toggle=True)
     left, right = st.columns(2)
     with left:
         if full:
-            _chart(matrix_heatmap(ih.w_o, f"W_O ({d}×{d}); rows of {hk} outlined", row_title="concat dimension",
-                                  col_title="output dimension", height=520, highlight_rows=cols), "inside_w_o")
+            _chart(cache.figure(matrix_heatmap,
+                                ih.w_o, f"W_O ({d}×{d}); rows of {hk} outlined", row_title="concat dimension",
+                                col_title="output dimension", height=520, highlight_rows=cols), "inside_w_o")
         else:
-            _chart(matrix_heatmap(ih.w_o[ih.columns], f"the {dk} rows of W_O that {hk} feeds ({dk}×{d})",
-                                  row_title="row of W_O (head dimension)", col_title="output dimension",
-                                  height=520), "inside_w_o")
+            _chart(cache.figure(matrix_heatmap, ih.w_o[ih.columns], f"the {dk} rows of W_O that {hk} feeds ({dk}×{d})",
+                                                row_title="row of W_O (head dimension)", col_title="output dimension",
+                                                height=520), "inside_w_o")
             st.caption(f"{hk} ({n}×{dk}) · these rows ({dk}×{d}) is its share of the output; the output is the "
                        f"sum of the {ih.h} heads' shares plus the bias b_O.")
     with right:
-        _chart(matrix_heatmap(ih.output[w], f"attention output ({n}×{d})", row_labels=labels, height=520),
+        _chart(cache.figure(matrix_heatmap, ih.output[w], f"attention output ({n}×{d})", row_labels=labels, height=520),
                "inside_output")
     st.caption(
         eq["output"] + ". W_O mixes the heads back into one vector per token; the layer then adds this to X "
@@ -192,10 +200,12 @@ def without_weights(shown: Shown) -> None:
     )
     left, right = st.columns(2)
     with left:
-        _chart(attention_heatmap(ih.raw_pattern[w, w], labels, title="softmax(X Xᵀ): no W, no scaling"), "inside_raw")
+        _chart(cache.figure(attention_heatmap,
+                            ih.raw_pattern[w, w], labels, title="softmax(X Xᵀ): no W, no scaling"), "inside_raw")
         st.caption(eq["raw"])
     with right:
-        _chart(attention_heatmap(shown.real.pattern[w, w], labels,
-                                 title=f"the real head {ih.head} of layer {ih.layer}"), "inside_real")
-    _chart(matrix_heatmap(ih.raw_context[w], f"softmax(X Xᵀ) X ({n}×{d}): each row a weighted average of X's rows",
-                          row_labels=labels), "inside_raw_context")
+        _chart(cache.figure(attention_heatmap, shown.real.pattern[w, w], labels,
+                                               title=f"the real head {ih.head} of layer {ih.layer}"), "inside_real")
+    _chart(cache.figure(matrix_heatmap,
+                        ih.raw_context[w], f"softmax(X Xᵀ) X ({n}×{d}): each row a weighted average of X's rows",
+                        row_labels=labels), "inside_raw_context")

@@ -57,7 +57,8 @@ def render(result: AttentionResult) -> None:
     st.subheader("Attention rollout")
     st.caption("Each layer's mean of heads plus the residual identity (½A + ½I), rows renormalized, multiplied "
                "through the layers: how much of each input token reaches each position.")
-    chart(st, attention_heatmap(rolled, labels, labels, title=f"rollout after the last layer{weighed.suffix}"),
+    chart(st, cache.figure(attention_heatmap,
+                           rolled, labels, labels, title=f"rollout after the last layer{weighed.suffix}"),
                     key="layers_rollout")
 
     st.subheader("Attention flow")
@@ -73,5 +74,5 @@ def render(result: AttentionResult) -> None:
     if flow.matrix is not None:
         rows = labels if flow.rows is None else [labels[i] for i in flow.rows]
         title = ("attention flow" if flow.rows is None else f"attention flow of “{labels[q]}”") + weighed.suffix
-        chart(st, attention_heatmap(flow.matrix, rows, labels, title=title),
+        chart(st, cache.figure(attention_heatmap, flow.matrix, rows, labels, title=title),
                         key="layers_flow" if flow.rows is None else "layers_flow_row")

@@ -69,7 +69,7 @@ def render(result: AttentionResult) -> None:
     whole = head_overview(long, (result.model, text), layer, head)
     heatmap = long_heatmap(long, layer, head, whole, rows, cols, pooling, colours=colours)
     title = f"layer {layer}, head {head}: queries {rows.start}–{rows.stop - 1}, keys {cols.start}–{cols.stop - 1}"
-    chart(st, long_heatmap_figure(heatmap, long.tokens.labels, title), key="head_long_chart",
+    chart(st, cache.figure(long_heatmap_figure, heatmap, long.tokens.labels, title), key="head_long_chart",
           config={"displaylogo": False})
     if heatmap.is_exact:
         st.caption("Every cell is one query–key pair with its exact weight (hover shows it), computed from the "

@@ -104,12 +104,12 @@ def sinusoids() -> None:
         "position's code. The first dimensions change fast (short waves), the last ones very slowly, so "
         "together they work like the hands of a clock running at many speeds."
     )
-    _chart(encoding_heatmap(pe, f"sinusoidal code: {n} positions × {d} dimensions"), "positional_pe")
+    _chart(cache.figure(encoding_heatmap, pe, f"sinusoidal code: {n} positions × {d} dimensions"), "positional_pe")
 
     dims = several("Dimensions to plot", range(d), "positional_dims", (0, 1, 10, 11, 40, 41))
-    _chart(dimension_curves(pe, dims), "positional_curves")
+    _chart(cache.figure(dimension_curves, pe, dims), "positional_curves")
 
-    _chart(similarity_heatmap(pe, title=f"PE · PEᵀ: how alike two positions' codes are ({n}×{n})"),
+    _chart(cache.figure(similarity_heatmap, pe, title=f"PE · PEᵀ: how alike two positions' codes are ({n}×{n})"),
            "positional_similarity")
     st.caption(
         f"Every code has the same length (the diagonal is d/2 = {d // 2}), and the similarity of two positions "
@@ -126,7 +126,7 @@ def sinusoids() -> None:
     with right:
         k = integer("Shift k", 1, 15, "positional_shift", 3)  # < the fewest positions (16)
     rotation = pair_rotation(k, d, pair)
-    _chart(shift_figure(pe, pair, k, rotation), "positional_shift_chart")
+    _chart(cache.figure(shift_figure, pe, pair, k, rotation), "positional_shift_chart")
     error = rotation_error(pe, rotation, pair, k)
     st.caption(
         f"ω_{pair} = {omega(pair, d):.4g} rad per position, so a shift of {k} turns every point by "
@@ -146,20 +146,21 @@ def alternatives() -> None:
     top = st.columns(2)
     bottom = st.columns(2)
     with top[0]:
-        _chart(integer_figure(codes["integer"]), "positional_alt_integer")
+        _chart(cache.figure(integer_figure, codes["integer"]), "positional_alt_integer")
         st.caption("**Integer** (1, 2, 3, …): the values grow without bound as sentences get longer, and a "
                    "longer sentence than any seen in training brings values the model never saw.")
     with top[1]:
-        _chart(normalized_figure(simple_codes(5, ALT_DIMS)["normalized"], codes["normalized"]),
+        _chart(cache.figure(normalized_figure, simple_codes(5, ALT_DIMS)["normalized"], codes["normalized"]),
                "positional_alt_normalized")
         st.caption("**[0, 1]** (first = 0, last = 1): bounded, but the same position means a different value "
                    "in a 5-token and a 50-token sentence, and the step between neighbours depends on the length.")
     with bottom[0]:
-        _chart(binary_figure(codes["binary"]), "positional_alt_binary")
+        _chart(cache.figure(binary_figure, codes["binary"]), "positional_alt_binary")
         st.caption("**Binary** (the bits of the position): bounded, but not continuous: going to the next "
                    "position flips a varying number of bits, so neighbours are sometimes close, sometimes far.")
     with bottom[1]:
-        _chart(sinusoidal_figure(sinusoids_cached(ALT_POSITIONS, ALT_DIMS)), "positional_alt_sinusoidal")
+        _chart(cache.figure(sinusoidal_figure, sinusoids_cached(ALT_POSITIONS, ALT_DIMS)),
+               "positional_alt_sinusoidal")
         st.caption("**Sinusoidal**: bounded (between −1 and 1), smooth, defined for any length, and the dot "
                    "product of two codes depends only on how far apart they are, not where they are.")
 
@@ -186,10 +187,12 @@ def learned(result: AttentionResult) -> None:
     )
     left, right = st.columns(2)
     with left:
-        _chart(encoding_heatmap(table[:shown], f"learned positions: first {shown} × {table.shape[1]}", robust=True),
+        _chart(cache.figure(encoding_heatmap, table[:shown], f"learned positions: first {shown} × {table.shape[1]}",
+                            robust=True),
                "positional_learned")
     with right:
-        _chart(similarity_heatmap(table[:shown], cosine=True, title="cosine similarity between positions"),
+        _chart(cache.figure(similarity_heatmap, table[:shown], cosine=True,
+                            title="cosine similarity between positions"),
                "positional_learned_similarity")
 
 
@@ -214,7 +217,7 @@ def rotary(result: AttentionResult) -> None:
 
     pairs = several("Pairs of dimensions to draw", range(d // 2), "positional_rope_pairs", (0, 4, d // 2 - 1))
     if pairs:
-        _chart(pair_rotation_figure(rotary_points(d, pairs, n, draw), pairs, wavelengths(d)[pairs]),
+        _chart(cache.figure(pair_rotation_figure, rotary_points(d, pairs, n, draw), pairs, wavelengths(d)[pairs]),
                "positional_rope_pairs_chart")
     st.caption(
         f"Each panel is one pair (dimension i and i + {d // 2}) of the same query vector, placed at positions "
@@ -224,7 +227,7 @@ def rotary(result: AttentionResult) -> None:
     )
 
     scores = rotary_scores_cached(d, n, draw, result.model)
-    _chart(relative_scores_figure(scores), "positional_rope_scores")
+    _chart(cache.figure(relative_scores_figure, scores), "positional_rope_scores")
     table = position_table(result.model)
     learned_note = (
         f" The learned panel adds the first {n} rows of {literal(result.model)}'s own position table to a query "
@@ -237,7 +240,7 @@ def rotary(result: AttentionResult) -> None:
         "so is the score. With a code added to the vectors, (q + P_m)·(k + P_n) has the terms q·P_n and P_m·k, "
         "which depend on where the tokens are, so the stripes break up." + learned_note
     )
-    _chart(spread_figure(scores), "positional_rope_spread")
+    _chart(cache.figure(spread_figure, scores), "positional_rope_spread")
     st.caption(
         "The same check as one number per distance: the largest minus the smallest score over all pairs at "
         "that distance. Rotary stays at the size of rounding errors (1e-15 to 1e-13); for the added codes it "
@@ -256,7 +259,7 @@ def rotary(result: AttentionResult) -> None:
     )
 
     bound, products = decay_cached(d)
-    _chart(decay_figure(bound, products), "positional_rope_decay")
+    _chart(cache.figure(decay_figure, bound, products), "positional_rope_decay")
     st.caption(
         "Long-range decay: the RoFormer paper bounds how large q_m·k_n can be by a sum over the pairs' "
         "rotations, and that bound shrinks, with wiggles, as m − n grows: far-apart tokens tend to score "
@@ -277,10 +280,12 @@ def with_and_without(result: AttentionResult) -> None:
     top = pair_scale("positional_separate", with_pos, without)
     left, right = st.columns(2)
     with left:
-        _chart(attention_heatmap(with_pos, labels, title=f"with positions: layer {layer}, head {head}", zmax=top),
+        _chart(cache.figure(attention_heatmap, with_pos, labels, title=f"with positions: layer {layer}, head {head}",
+                            zmax=top),
                "positional_with")
     with right:
-        _chart(attention_heatmap(without, labels, title=f"positions switched off: layer {layer}, head {head}",
+        _chart(cache.figure(attention_heatmap, without, labels,
+                            title=f"positions switched off: layer {layer}, head {head}",
                                  zmax=top),
                "positional_without")
     st.caption(
