@@ -1,4 +1,4 @@
-"""Models and results, cached per process and shared by every session.
+"""Models, results and figures, cached per process and shared by every session.
 
 Results use ``st.cache_resource`` rather than ``st.cache_data``: cache_data would unpickle a fresh
 copy (up to ~75 MB of patterns at 512 tokens) on every rerun, i.e. on every slider move. Results
@@ -75,7 +75,9 @@ def landing_head(result: AttentionResult) -> tuple[int, int]:
 
 
 @st.cache_data(max_entries=MAX_FIGURES, show_spinner=False)
-def _figure_spec(builder: str, args: tuple, kwargs: dict) -> dict:
+def _figure_spec(builder: str, code: bytes, args: tuple, kwargs: dict) -> dict:
+    """``code`` (the builder's bytecode) is part of the key only: an edited builder, reloaded by a
+    running server, is not answered from the cache of the old one."""
     module, name = builder.rsplit(".", 1)
     return getattr(importlib.import_module(module), name)(*args, **kwargs).to_dict()
 
@@ -86,5 +88,5 @@ def figure(builder: Callable[..., go.Figure], *args: Any, **kwargs: Any) -> go.F
     template) costs far more than drawing it. The spec is kept as plain data (each caller gets its own
     copy, so the subtitle added on the page never reaches another session) and wrapped without a
     second validation: it was validated when it was built."""
-    spec = _figure_spec(f"{builder.__module__}.{builder.__qualname__}", args, kwargs)
+    spec = _figure_spec(f"{builder.__module__}.{builder.__qualname__}", builder.__code__.co_code, args, kwargs)
     return go.Figure(spec, _validate=False)
