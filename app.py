@@ -102,7 +102,7 @@ def run_model():
     dropped = result.meta.get("dropped", 0)
     if dropped:
         limit = cache.backend(request.model).max_tokens
-        if view == "head" and long_head.applies(result):  # this view reads the whole text, blockwise
+        if view in ("head", "grid") and long_head.applies(result):  # these views read the whole text, blockwise
             st.info(f"The text is longer than the {limit} tokens the other views capture: this view reads all "
                     f"of it block by block; the other views show the first {limit}.")
         else:

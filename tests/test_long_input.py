@@ -14,8 +14,9 @@ from apphelpers import app, switch_view
 from single_view import array, figures, link, problems
 from test_ours_decoder import WORDS, save
 
-from attention_viz.analysis.long_input import LOG_FLOOR, LongInput, clamp_region, long_heatmap
+from attention_viz.analysis.long_input import LOG_FLOOR, LongInput, clamp_region, long_heatmap, thumbnails
 from attention_viz.backends.registry import load_backend
+from attention_viz.figures.grid import THUMB, tile
 from attention_viz.hooks import capture
 from attention_viz.longcontext import queries_and_keys
 from attention_viz.model import Transformer, TransformerConfig
@@ -73,6 +74,28 @@ def test_overview_zoom_and_exact_cells_equal_the_captured_pattern(small):
         cells = long_heatmap(long, layer, head, whole, range(600, 650), range(590, 650), tiles=64)
         assert cells.is_exact and np.abs(cells.exact - full[600:650, 590:650]).max() <= 1e-5
         assert np.all(np.triu(cells.exact, 11) == 0.0)  # key 590 + j is in query 600 + i's future when j > i + 10
+
+
+def test_grid_thumbnails_pool_each_heads_exact_pattern(small):
+    """700 tokens, overviews of 64 tiles (11 tokens each), thumbnails of 16 × 16: each thumbnail cell is
+    the max (or mean) over its tokens of the captured pattern, computed here from the full matrix."""
+    long, patterns = small
+    overviews = [[long.overview(layer, head, tiles=64) for head in range(4)] for layer in range(2)]
+    for pooling in ("max", "mean"):
+        thumbs = thumbnails(overviews, 16, pooling)
+        assert thumbs.shape == (2, 4, 16, 16) and thumbs.dtype == np.float32
+        edges = np.linspace(0, 64, 17).round().astype(int) * 11  # 4 tiles = 44 tokens per cell (the last 36)
+        for layer, head in ((0, 1), (1, 3)):
+            full = patterns[layer][head]
+            cells = [[full[edges[i]:edges[i + 1], edges[j]:edges[j + 1]] for j in range(16)] for i in range(16)]
+            if pooling == "max":
+                expected = np.array([[c.max() for c in row] for row in cells])
+                assert np.abs(thumbs[layer, head] - expected).max() <= 1e-6
+            else:  # the mean of equal tiles' means; the last row and column of tiles are shorter (700 = 63·11 + 7)
+                expected = np.array([[c.mean() for c in row] for row in cells])
+                assert np.abs(thumbs[layer, head][:-1, :-1] - expected[:-1, :-1]).max() <= 1e-6
+    with pytest.raises(ValueError):
+        thumbnails(overviews, 16, "median")
 
 
 def test_region_is_clamped_and_ordered():
@@ -139,8 +162,27 @@ def test_head_view_on_a_long_text_draws_tiles_then_exact_cells(folders):
     assert params.get("long_scale") == "linear"
     again = app(**params)
     assert problems(again) == [] and np.array_equal(array(figures(again)[0]["data"][0]["z"]), exact)
-    switch_view(again, "grid")  # the other views read the first 1,024 tokens, and say so
+    switch_view(again, "focus")  # the other views read the first 1,024 tokens, and say so
     assert any("tokens were dropped" in w.value for w in again.warning)
+
+
+def test_grid_view_on_a_long_text_draws_every_head_from_its_whole_pattern(folders):
+    model, text = f"hf:{folders / 'llama'}", long_text()
+    at = app(view="grid", model=model, text=text)
+    assert problems(at) == [] and not at.warning
+    assert any("this view reads all of it" in info.value for info in at.info)
+    grid, enlarged = figures(at)
+    assert len(json.dumps(grid)) + len(json.dumps(enlarged)) < 3_000_000
+    long = load_backend(model).long_input(text)
+    overviews = [[long.overview(layer, head) for head in range(long.n_heads)] for layer in range(long.n_layers)]
+    drawn = array(grid["data"][0]["z"])
+    expected = tile(thumbnails(overviews, THUMB, "max"))
+    assert drawn.shape == expected.shape and np.allclose(drawn, expected, atol=1e-6, equal_nan=True)
+    assert array(enlarged["data"][0]["z"]).shape == (501, 501)  # the whole input, 6 tokens a tile
+    at.slider(key="grid_layer").set_value(1).run()
+    at.select_slider(key="grid_head").set_value(2).run()
+    assert problems(at) == [] and "layer 1, head 2" in figures(at)[1]["layout"]["title"]["text"]
+    assert link(at).get("layer") == "1" and link(at).get("head") == "2"
 
 
 def test_short_texts_and_other_models_keep_the_ordinary_head_view(folders):

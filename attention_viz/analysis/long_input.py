@@ -8,6 +8,7 @@ Plain numpy (no torch): the backend fills :class:`LongInput`, the head view asks
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -120,3 +121,21 @@ def long_heatmap(
         return LongHeatmap(rows, cols, tile_rows, tile_cols, pooling, log_codes(pooled), 1.0, None, colours)
     packed = quantize(pooled, pooling)
     return LongHeatmap(rows, cols, tile_rows, tile_cols, pooling, packed.codes, packed.scale, None, colours)
+
+
+def thumbnails(overviews: Sequence[Sequence[Overview]], size: int, pooling: str = "max") -> np.ndarray:
+    """[layers, heads, ≤size, ≤size] float32: each head's overview pooled again for the all-heads grid,
+    from its own passes (no new one): the largest of its max tiles, or the mean of its mean tiles."""
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}")
+    return np.stack([np.stack([_repool(getattr(o, pooling), size, pooling) for o in row]) for row in overviews])
+
+
+def _repool(tiles: np.ndarray, size: int, pooling: str) -> np.ndarray:
+    edges = [np.linspace(0, n, min(n, size) + 1).round().astype(int)[:-1] for n in tiles.shape]
+    reduce = np.maximum.reduceat if pooling == "max" else np.add.reduceat
+    pooled = reduce(reduce(tiles, edges[0], axis=0), edges[1], axis=1)
+    if pooling == "mean":
+        counts = np.outer(np.diff([*edges[0], tiles.shape[0]]), np.diff([*edges[1], tiles.shape[1]]))
+        pooled = pooled / counts
+    return pooled.astype(np.float32)

@@ -13,9 +13,13 @@ from ...selection import head_table as table_of  # the rows; ..tables draws them
 from ..controls import attention_picker, layer_head_picker, weigh, weighting_picker
 from ..tables import clicked_tile, follow, head_table
 from ..export import chart, figure_downloads
+from . import long_grid, long_head
 
 
 def render(result: AttentionResult) -> None:
+    if long_head.applies(result):  # past the capture limit: every head's pass over the whole text
+        long_grid.render(result)
+        return
     group = attention_picker(result, key="grid_group")
     weighed = weigh(result, weighting_picker())
     stack = weighed.stack(group)  # [layers, heads, q, k]
