@@ -54,10 +54,17 @@ TEXTS = {
 APP_TEXTS = [name for name in TEXTS if name != "lone surrogate"]
 
 
+@pytest.fixture(scope="module")
+def session() -> AppTest:
+    """One browser session that every text below is typed into in turn, as a user retyping the box:
+    a fresh app per text would first draw the default sentence again, once per text."""
+    return AppTest.from_file(APP, default_timeout=120).run()
+
+
 @pytest.mark.parametrize("name", APP_TEXTS)
-def test_app_handles_it(name):
+def test_app_handles_it(name, session):
     text = TEXTS[name]
-    at = AppTest.from_file(APP, default_timeout=120).run()
+    at = session
     at.text_area(key="text").set_value(text).run()
     assert not at.exception, at.exception
     charts = at.get("plotly_chart")

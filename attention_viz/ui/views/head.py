@@ -51,9 +51,9 @@ def render(result: AttentionResult) -> None:
         shown, starts = window(shown, q0, k0, WINDOW), (q0, k0)
     z, colour_title = rescaled(shown.matrix, scale, weighed.quantity)
     title = f"layer {layer}, {'head ' + str(head) if isinstance(head, int) else head + ' of heads'}{weighed.suffix}"
-    figure = attention_heatmap(z, shown.query_labels, shown.key_labels, title=title, starts=starts,
-                               threshold=threshold if scale == "linear" else 0.0, colorbar_title=colour_title,
-                               hover=f"query %{{y}}<br>key %{{x}}<br>{colour_title} %{{z:.4f}}<extra></extra>",
-                               zrange=log_range(shown.matrix) if scale == "log" else None)
+    figure = cache.figure(attention_heatmap, z, shown.query_labels, shown.key_labels, title=title, starts=starts,
+                          threshold=threshold if scale == "linear" else 0.0, colorbar_title=colour_title,
+                          hover=f"query %{{y}}<br>key %{{x}}<br>{colour_title} %{{z:.4f}}<extra></extra>",
+                          zrange=log_range(shown.matrix) if scale == "log" else None)
     chart(st, figure, key="head_chart", config={"displaylogo": False})
     figure_downloads(figure, "head_chart")
