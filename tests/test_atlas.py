@@ -187,7 +187,7 @@ def test_killed_build_resumes_to_the_same_atlas(ray_address, reference, tmp_path
         build.wait()
     assert not layout.read_manifest(out)["complete"], "the build finished before it could be killed"
     written = sum(pq.read_metadata(p).num_rows for p in readable_shards(out))
-    assert 0 < written < PROBES
+    assert 0 < written < PROBES, written
     with pytest.raises(ModelError, match="--resume"):
         build_atlas("minilm", CORPUS, out, workers=1, **SMALL)
     with pytest.raises(ModelError, match="another corpus"):

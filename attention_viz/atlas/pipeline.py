@@ -36,7 +36,9 @@ PENDING_SCHEMA = pa.schema([
     ("rel_to", pa.list_(pa.int32())),
 ])
 LENGTH_BUCKET = 4  # sentences whose word counts share len // 4 run in the same batches
-BATCH_ROWS = 16  # rows per map_batches call: about a second of model time, all a killed build can lose per worker
+# rows per pending file, the block Ray reads and a worker's model call: about a second of work (all a killed
+# worker loses); Ray bundles smaller files up to it
+BATCH_ROWS = 16
 SAMPLE_MARGIN = 1.2  # sample a little more than the estimate needs; finish() trims to the cap
 
 
