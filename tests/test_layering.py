@@ -1,7 +1,8 @@
 """The layering rules of docs/ARCHITECTURE.md, checked by import and by reading the source.
 
 * Importing the package changes no process-wide setting (environment variables).
-* figures/, result.py, selection.py, names.py and analysis/ load without torch.
+* figures/, result.py, selection.py, names.py, analysis/, the model registry and the hub lookup load
+  without torch.
 * No module under ui/ imports torch.
 * Hook names are built only by names.hook_name: no literal or f-string hook-name pattern elsewhere.
 * errors.py imports nothing from attention_viz.
@@ -81,6 +82,8 @@ TORCH_FREE = [
     "attention_viz.selection",
     "attention_viz.names",
     "attention_viz.errors",
+    "attention_viz.backends.registry",  # model names and availability answer without loading a model
+    "attention_viz.backends.hub",  # an uncached hub id is refused before torch loads
 ]
 
 

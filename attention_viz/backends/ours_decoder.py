@@ -12,9 +12,7 @@ GPT-2's ``vocab.json`` + ``merges.txt``). Nothing here touches the network.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Collection
-from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer
@@ -29,10 +27,10 @@ from ..tokens import Tokens, load_tokenizer, tokenize
 from ..weights.gpt2 import gpt2_config, load_gpt2_state
 from ..weights.llama import FAMILIES, llama_config, load_llama_state
 from ..weights.neox import load_neox_state, neox_config
-from ..weights.safetensors_io import check_folder, read_config, read_safetensors, safetensors_files
+from ..weights.safetensors_io import read_config, read_safetensors, safetensors_files
 from .base import Backend, check_text, require_readable
+from .hub import local_folder
 
-ALLOW_DOWNLOAD_ENV = "ATTENTION_VIZ_ALLOW_DOWNLOAD"  # the user's opt-in to fetching from the hub
 MAX_TOKENS_CAP = 1024  # a capture keeps layers × heads × T² floats; the head view reads longer inputs blockwise
 
 
@@ -49,33 +47,6 @@ ARCHITECTURES: dict[str, tuple[Callable[[dict], TransformerConfig], Callable[[Tr
     "gpt_neox": (neox_config, lambda model, tensors, _: load_neox_state(model, tensors)),
     "gpt2": (gpt2_config, lambda model, tensors, _: load_gpt2_state(model, tensors)),
 }
-
-
-def local_folder(spec: str) -> Path | None:
-    """The folder ``spec`` names on this machine: a path, or a hub id's snapshot in the local
-    Hugging Face cache; None when it is neither (a hub id to download, or a missing path that the
-    ``transformers`` backend reports).
-
-    A hub id that is not cached, while downloads are not allowed, fails here, before
-    ``transformers`` is even imported (that import alone takes seconds on a busy machine).
-    """
-    path = Path(spec).expanduser()
-    if path.exists():
-        return check_folder(path)
-    from huggingface_hub import try_to_load_from_cache
-
-    try:
-        cached = try_to_load_from_cache(spec, "config.json")
-    except ValueError:  # not a valid hub id either
-        return None
-    if isinstance(cached, str):
-        return Path(cached).parent
-    if os.environ.get(ALLOW_DOWNLOAD_ENV) != "1":
-        raise ModelError(
-            f"hf:{spec} is not available offline (no such local folder, not in the Hugging Face cache); "
-            f"set {ALLOW_DOWNLOAD_ENV}=1 to fetch it from the hub, or give the path of a local model folder"
-        )
-    return None
 
 
 def supported_config(hf_config: dict) -> TransformerConfig | None:

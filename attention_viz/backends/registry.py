@@ -162,6 +162,9 @@ def _load(name: str) -> Backend:
         spec = name[len(HF_PREFIX) :].strip()
         if not spec:
             raise ModelError("hf: needs a hub id or a local folder, e.g. hf:./my-model")
+        from .hub import local_folder
+
+        local_folder(spec)  # a hub id not cached while downloads are off fails here, before torch is imported
         from .ours_decoder import open_in_ours  # architectures we implement run in our own model
 
         ours = open_in_ours(spec)

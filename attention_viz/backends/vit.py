@@ -33,7 +33,7 @@ from ..tokens import Tokens
 from ..trained import scenes
 from ..weights.safetensors_io import read_config, safetensors_files
 from .base import Backend
-from .ours_decoder import local_folder
+from .hub import local_folder
 
 MODEL_TYPE = "vit"
 CLASSIFIER = "ViTForImageClassification"
