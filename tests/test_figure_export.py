@@ -28,6 +28,11 @@ def test_every_figure_of_every_view_saves_at_scale_3_under_one_naming_scheme():
             assert options["scale"] >= 2 and options["format"] == "png", (view, key)
             assert options["filename"].startswith(f"attention-viz_minilm_{view}_"), (view, key, options)
             seen += 1
+        for chart in at.get("plotly_chart"):  # our one look (figures/style.py) styles every trace it carries
+            spec = json.loads(chart.proto.spec)
+            template = spec["layout"].get("template", {})
+            if template.get("layout", {}).get("plot_bgcolor") == "white":
+                assert not {trace["type"] for trace in spec["data"]} - set(template.get("data", {})), view
     assert seen >= 20
 
 

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .axes import plotly_text, shorten
+from .style import TEMPLATE
 
 BEFORE, AFTER = "#1f77b4", "#d62728"
 
@@ -67,7 +68,7 @@ def pattern_pair(
         coloraxis=dict(colorscale="Blues", cmin=0.0, cmax=top, colorbar=dict(title=dict(text="weight"))),
         height=int(min(700, max(380, 18 * n + 200))),
         margin=dict(l=10, r=10, t=120, b=10),
-        template="plotly_white",
+        template=TEMPLATE,
     )
     return figure
 
@@ -91,7 +92,7 @@ def movement_bars(labels: Sequence[str], movement: Sequence[float], title: str =
         yaxis=dict(title="1 − cosine(before, after)", rangemode="tozero"),
         height=360,
         margin=dict(l=10, r=10, t=50 if title else 20, b=10),
-        template="plotly_white",
+        template=TEMPLATE,
     )
     return figure
 
@@ -118,7 +119,7 @@ def log_prob_bars(labels: Sequence[str], before: Sequence[float], after: Sequenc
         legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"),
         height=380,
         margin=dict(l=10, r=10, t=60, b=10),
-        template="plotly_white",
+        template=TEMPLATE,
     )
     return figure
 
@@ -142,6 +143,6 @@ def study_bars(top_heads: Sequence[str], top_movement: float, random_movements: 
         yaxis=dict(title="1 − cosine of the token", rangemode="tozero"),
         height=340,
         margin=dict(l=10, r=10, t=20, b=10),
-        template="plotly_white",
+        template=TEMPLATE,
     )
     return figure

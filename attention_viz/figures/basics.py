@@ -14,7 +14,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-TEMPLATE = "plotly_white"
+from .style import TEMPLATE
+
 BLUE, RED = "#1f77b4", "#d62728"
 
 # The waist/weight example: a handful of (waist cm, weight kg) pairs; the query 57 sits halfway between the keys

@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .axes import plotly_text, shorten
+from .style import TEMPLATE
 
 MAX_ANNOTATED = 200  # cells; beyond this the printed numbers overlap
 
@@ -44,7 +45,7 @@ def score_heatmap(scores: np.ndarray, title: str = "") -> go.Figure:
         yaxis=dict(_numbered("layer", layers), autorange="reversed"),
         height=int(min(700, max(240, 40 * layers + 140))),
         margin=dict(l=10, r=10, t=90 if title else 60, b=10),
-        template="plotly_white",
+        template=TEMPLATE,
     )
     return figure
 
@@ -76,6 +77,6 @@ def pairs_figure(labels: Sequence[str], pairs: Iterable[tuple[int, int]]) -> go.
         yaxis=dict(ticks, title="query", autorange="reversed"),
         height=int(min(600, max(260, 16 * n + 160))),
         margin=dict(l=10, r=10, t=100, b=10),
-        template="plotly_white",
+        template=TEMPLATE,
     )
     return figure

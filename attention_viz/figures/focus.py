@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .axes import hover_text, plotly_text
+from .style import TEMPLATE
 
 WEIGHTS = ("weight", "attention weight")  # titled "attention from … to …"; any other quantity by its name
 
@@ -51,7 +52,7 @@ def focus_heatmap(focus: np.ndarray, query_label: str, key_label: str, query_at:
         yaxis=dict(title="layer", tickmode="linear", dtick=1, autorange="reversed"),
         height=int(min(700, 90 + 45 * layers)),
         margin=dict(l=10, r=10, t=90, b=10),
-        template="plotly_white",
+        template=TEMPLATE,
         clickmode="event+select",
     )
     return figure

@@ -12,6 +12,8 @@ from collections.abc import Collection
 import numpy as np
 import plotly.graph_objects as go
 
+from .style import TEMPLATE
+
 THUMB = 40  # cells per thumbnail side; 6 × 12 heads × 40² float32 ≈ 0.5 MB on the wire
 
 
@@ -105,7 +107,7 @@ def heads_grid(stack: np.ndarray, title: str = "", thumb: int = THUMB, zmax: flo
         yaxis=dict(_tile_ticks("layer", layers, rows), autorange="reversed", scaleanchor="x"),
         height=int(min(1100, max(300, 70 * layers * 12 / max(heads, 1) + 120))),
         margin=dict(l=10, r=10, t=(60 if title else 40) + (14 if group_size > 1 else 0), b=10),  # "kv" line
-        template="plotly_white",
+        template=TEMPLATE,
         plot_bgcolor="white",
         clickmode="event+select",
         shapes=_kv_frames(heads // group_size, group_size * cols, layers * rows) if group_size > 1 else [],

@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .axes import categories, hover_text, plotly_text, token_axis
+from .style import TEMPLATE
 
 HOVER = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"  # axis values carry positions
 
@@ -70,6 +71,6 @@ def attention_heatmap(
         yaxis=dict(token_axis(query_labels, start=starts[0]), title="query (attending)", autorange="reversed"),
         height=size,
         margin=dict(l=10, r=10, t=135 if title else 100, b=10),
-        template="plotly_white",
+        template=TEMPLATE,
     )
     return figure

@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .axes import plotly_text
+from .style import TEMPLATE
 
 DIM = 0.2  # brightness left to pixels the word did not look at
 SCALE = 4  # a 64-pixel scene is drawn 256 pixels wide, so the smooth map has room to be smooth
@@ -113,7 +114,7 @@ def word_attention_figure(
         shapes=shapes, width=width + 40, height=height + 70, margin=dict(l=20, r=20, t=50, b=20),
         xaxis=dict(visible=False, range=[-0.5, width - 0.5]),
         yaxis=dict(visible=False, range=[height - 0.5, -0.5], scaleanchor="x"),
-        template="plotly_white",
+        template=TEMPLATE,
     )
     return figure
 
@@ -151,7 +152,7 @@ def maps_strip_figure(
     figure.update_xaxes(visible=False)
     figure.update_yaxes(visible=False, scaleanchor=None)
     figure.update_layout(width=cols * (size + 12) + 40, height=rows * (size + 40) + 30,
-                         margin=dict(l=10, r=10, t=40, b=10), template="plotly_white")
+                         margin=dict(l=10, r=10, t=40, b=10), template=TEMPLATE)
     return figure
 
 
@@ -183,6 +184,6 @@ def grid_values_figure(attention: np.ndarray, title: str = "") -> go.Figure:
         title=dict(text=plotly_text(title), x=0.01, xanchor="left"),
         xaxis=dict(title="column", dtick=1, side="top"), yaxis=dict(title="row", dtick=1, autorange="reversed",
                                                                    scaleanchor="x"),
-        width=60 * cols + 140, height=60 * rows + 110, margin=dict(l=10, r=10, t=70, b=10), template="plotly_white",
+        width=60 * cols + 140, height=60 * rows + 110, margin=dict(l=10, r=10, t=70, b=10), template=TEMPLATE,
     )
     return figure

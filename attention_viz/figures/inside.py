@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .axes import categories, token_axis
+from .style import TEMPLATE
 
 MAX_HEIGHT = 520
 
@@ -65,7 +66,7 @@ def matrix_heatmap(
         yaxis=dict(yaxis, autorange="reversed"),
         height=height,
         margin=dict(l=10, r=10, t=60 if title else 30, b=10),
-        template="plotly_white",
+        template=TEMPLATE,
     )
     band = dict(type="rect", line=dict(color="black", width=2), fillcolor="rgba(0,0,0,0)")
     if highlight_cols is not None:
@@ -114,6 +115,6 @@ def saturation_figure(
     figure.update_xaxes(axis, row=1, col=2)
     figure.update_yaxes(range=[0, 1.05], row=1, col=1)
     figure.update_yaxes(rangemode="tozero", row=1, col=2)
-    figure.update_layout(height=380, template="plotly_white", margin=dict(l=10, r=10, t=50, b=10),
+    figure.update_layout(height=380, template=TEMPLATE, margin=dict(l=10, r=10, t=50, b=10),
                          legend=dict(orientation="h", y=-0.35))
     return figure

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from ..analysis.long_input import LOG_FLOOR, LongHeatmap
 from .axes import hover_text, plotly_text
 from .heatmap import attention_heatmap
+from .style import TEMPLATE
 
 POOLING_WORDS = {"max": "largest weight", "mean": "mean weight"}
 
@@ -50,6 +51,6 @@ def long_heatmap_figure(heatmap: LongHeatmap, labels: Sequence[str], title: str)
         title=dict(text=plotly_text(title), yref="container", y=0.99, yanchor="top", x=0.01, xanchor="left"),
         xaxis=dict(title=f"key position (tiles of {tc})", side="top", showgrid=False),
         yaxis=dict(title=f"query position (tiles of {tr})", autorange="reversed", showgrid=False),
-        height=800, margin=dict(l=10, r=10, t=110, b=10), template="plotly_white",
+        height=800, margin=dict(l=10, r=10, t=110, b=10), template=TEMPLATE,
     )
     return figure

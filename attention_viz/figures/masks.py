@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .axes import categories, plotly_text, token_axis
+from .style import TEMPLATE
 
 
 def _layout(figure: go.Figure, title: str, query_labels: Sequence[str], key_labels: Sequence[str]) -> go.Figure:
@@ -18,7 +19,7 @@ def _layout(figure: go.Figure, title: str, query_labels: Sequence[str], key_labe
         yaxis=dict(token_axis(query_labels), autorange="reversed", title="query"),
         height=int(min(760, max(360, 24 * n + 170))),
         margin=dict(l=10, r=10, t=125, b=10),
-        template="plotly_white",
+        template=TEMPLATE,
     )
     return figure
 
@@ -57,6 +58,6 @@ def row_change_bars(change: np.ndarray, query_labels: Sequence[str], edited: int
     figure.update_layout(
         title=dict(text="largest change of each row's attention after the edit"),
         xaxis=dict(token_axis(query_labels), title="query row"), yaxis=dict(title="max |Δ weight|"),
-        height=360, margin=dict(l=10, r=10, t=60, b=10), template="plotly_white",
+        height=360, margin=dict(l=10, r=10, t=60, b=10), template=TEMPLATE,
     )
     return figure

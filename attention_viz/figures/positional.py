@@ -15,7 +15,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-TEMPLATE = "plotly_white"
+from .style import TEMPLATE
+
 
 
 # ---------------------------------------------------------------- numpy helpers

@@ -14,7 +14,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-TEMPLATE = "plotly_white"
+from .style import TEMPLATE
+
 MARGIN = dict(l=10, r=10, t=60, b=10)
 
 
