@@ -6,7 +6,7 @@ Streamlit only: the inputs, the cached model run, then one view. Run with `make 
 
 from __future__ import annotations
 
-from attention_viz.settings import apply_process_settings
+from attention_viz.settings import apply_process_settings, freeze_startup_heap
 
 apply_process_settings()  # the server's process settings, before anything imports torch
 
@@ -141,3 +141,4 @@ else:
 write_to_url(request.model)
 with st.sidebar:
     share(request.model)
+freeze_startup_heap()  # after the first run everything long-lived is loaded: keep it out of each run's GC

@@ -7,6 +7,7 @@ are read once, when torch loads.
 
 from __future__ import annotations
 
+import gc
 import os
 
 ALLOW_DOWNLOAD_ENV = "ATTENTION_VIZ_ALLOW_DOWNLOAD"
@@ -41,3 +42,22 @@ def apply_process_settings() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+
+
+_heap_frozen = False
+
+
+def freeze_startup_heap() -> None:
+    """Once per process, after the server's first run: hide everything alive then (torch,
+    transformers, plotly, pandas, the loaded model) from the cyclic garbage collector.
+
+    Streamlit collects every generation after each run (``runner.postScriptGC``), to keep a
+    server's memory flat; walking those millions of long-lived objects was ~70% of the server's
+    CPU per run (benchmarks/load: 0.28 → 0.07 CPU-s per step). Objects made later are still
+    collected after every run; frozen ones are still freed by reference counting.
+    """
+    global _heap_frozen
+    if not _heap_frozen:
+        _heap_frozen = True
+        gc.collect()
+        gc.freeze()

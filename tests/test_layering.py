@@ -66,6 +66,28 @@ def test_process_settings_are_applied_by_the_entry_points_only():
         assert calls, f"{entry.name} must apply the process settings"
 
 
+
+def test_the_server_freezes_its_startup_heap_once_and_still_collects_later_garbage():
+    """Streamlit collects every generation after each run; what the first run loaded is frozen so
+    that walk stays short. Later cycles must still be collected, and a second call freezes nothing."""
+    code = (
+        "import gc, weakref\n"
+        "from attention_viz.settings import freeze_startup_heap\n"
+        "class Node: pass\n"
+        "kept = [Node() for _ in range(1000)]\n"
+        "freeze_startup_heap()\n"
+        "frozen = gc.get_freeze_count()\n"
+        "a, b = Node(), Node(); a.other, b.other = b, a; alive = weakref.ref(a); del a, b\n"
+        "freeze_startup_heap()\n"
+        "gc.collect(2)\n"
+        "print(frozen >= 1000, gc.get_freeze_count() == frozen, alive() is None)\n"
+    )
+    assert fresh_python(code, dict(os.environ)).split() == ["True", "True", "True"]
+    last = ast.parse((ROOT / "app.py").read_text(encoding="utf-8")).body[-1]
+    assert isinstance(last, ast.Expr) and getattr(last.value.func, "id", None) == "freeze_startup_heap", (
+        "app.py must freeze the heap at the end of its run, when everything long-lived is loaded"
+    )
+
 def modules(folder: Path) -> list[str]:
     """Dotted names of every module in ``folder`` (a package under attention_viz)."""
     out = []
