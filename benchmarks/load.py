@@ -3,13 +3,19 @@
     .venv/bin/python -m benchmarks.load --sessions 30 --json    # one JSON line (the contract below)
     .venv/bin/python -m benchmarks.load --distinct 200 --json   # server RSS while 200 new sentences come in
     .venv/bin/python -m benchmarks.load --table                 # N = 1, 10, 30 and the RSS run, as Markdown
+    .venv/bin/python -m benchmarks.load --sessions 30 --replicas 2   # two replicas behind nginx (docs/deploy.md)
 
 ``--sessions N --json`` prints ``{"sessions": N, "p50_s": …, "p95_s": …, "errors": …, "rss_mb": …}``.
 Each session is a client speaking Streamlit's websocket protocol (benchmarks/session.py): it opens a
 link with its own 64-token sentence, then switches layer, head and view a few times, as a student
 would. A time is from the request to the heatmap's arrival (the server's part of what a student
 waits for); p50/p95 are over every step of every session. An error is a step that showed an error,
-drew no heatmap, drew another session's sentence or timed out. ``rss_mb`` is the server's peak RSS.
+drew no heatmap, drew another session's sentence or timed out. ``rss_mb`` is the server's peak RSS
+(with replicas: the peak of their sum).
+
+``--replicas R`` (R ≥ 2) serves the app as docs/deploy.md ships it for a machine with R cores: R
+replicas behind Debian's nginx with deploy/nginx-attention-viz.conf, each session with its own
+sticky key from a first page load, as a browser gets it.
 
 Bounded: at most 100 sessions, a deadline for the whole run (``--timeout``), a server of its own on a
 free loopback port, stopped at the end. The server is warmed up by one session first (the model
@@ -26,17 +32,20 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
 
+from .proxy import COOKIE, proxy, sticky_key
 from .session import Session, tick_labels, title
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_SESSIONS = 100
+MAX_REPLICAS = 8
 CONTRACT = ("sessions", "p50_s", "p95_s", "errors", "rss_mb")  # the keys of the JSON line
 TOKENS = 64
 SESSION_TTL_S = 120  # Streamlit keeps a closed session this long for a reconnect (server.disconnectedSessionTTL)
@@ -126,11 +135,13 @@ def sentences(count: int, start: int = 0) -> list[tuple[str, list[str]]]:
     return made
 
 
-async def visit(url: str, text: str, labels: list[str], steps: list[tuple]) -> tuple[list[float], int]:
-    """One student: open the link, then each step. Returns (seconds to each heatmap, errors)."""
+async def visit(url: str, text: str, labels: list[str], steps: list[tuple],
+                key: str | None = None) -> tuple[list[float], int]:
+    """One student (with a sticky key behind a proxy): open the link, then each step.
+    Returns (seconds to each heatmap, errors)."""
     times, errors = [], 0
     try:
-        async with Session(url) as session:
+        async with Session(url, cookie=f"{COOKIE}={key}" if key else None) as session:
             plan = [("open", None, "sentence"), *steps]
             for label, value, expect in plan:
                 if label == "open":
@@ -150,17 +161,18 @@ async def visit(url: str, text: str, labels: list[str], steps: list[tuple]) -> t
     return times, errors
 
 
-async def sample_rss(pid: int, peak: list[float]) -> None:
+async def sample_rss(pids: list[int], peak: list[float]) -> None:
     while True:
-        peak[0] = max(peak[0], rss_mb(pid))
+        peak[0] = max(peak[0], sum(rss_mb(pid) for pid in pids))
         await asyncio.sleep(0.25)
 
 
-async def concurrent(url: str, pid: int, work: list[tuple[str, list[str]]], steps: list[tuple],
-                     timeout: float) -> dict:
-    peak, cpu_before = [rss_mb(pid)], cpu_s(pid)
-    sampler = asyncio.create_task(sample_rss(pid, peak))
-    tasks = [asyncio.create_task(visit(url, text, labels, steps)) for text, labels in work]
+async def concurrent(url: str, pids: list[int], work: list[tuple[str, list[str]]], steps: list[tuple],
+                     timeout: float, keys: list[str | None] | None = None) -> dict:
+    peak, cpu_before = [sum(rss_mb(pid) for pid in pids)], sum(cpu_s(pid) for pid in pids)
+    sampler = asyncio.create_task(sample_rss(pids, peak))
+    keys = keys or [None] * len(work)
+    tasks = [asyncio.create_task(visit(url, text, labels, steps, key)) for (text, labels), key in zip(work, keys)]
     done, pending = await asyncio.wait(tasks, timeout=timeout)
     for task in pending:
         task.cancel()
@@ -174,15 +186,23 @@ async def concurrent(url: str, pid: int, work: list[tuple[str, list[str]]], step
         "errors": errors,
         "rss_mb": round(peak[0], 1),
         # not in the JSON line: the server's CPU per heatmap, far less inflated by a busy machine than wall time
-        "cpu_s_per_step": round((cpu_s(pid) - cpu_before) / max(len(times), 1), 3),
+        "cpu_s_per_step": round((sum(cpu_s(pid) for pid in pids) - cpu_before) / max(len(times), 1), 3),
     }
 
 
-def measure_sessions(n: int, timeout: float) -> dict:
-    work = sentences(n + 1)
-    with app_servers() as [(url, pid)]:
-        asyncio.run(visit(url, *work[0], STEPS))  # warm-up: the model load and first imports
-        return asyncio.run(concurrent(url, pid, work[1:], STEPS, timeout))
+def measure_sessions(n: int, timeout: float, replicas: int = 1) -> dict:
+    work = sentences(n + replicas)
+    with ExitStack() as stack:
+        servers = stack.enter_context(app_servers(replicas))
+        for (url, _), warm in zip(servers, work):  # warm-up: each replica's model load and first imports
+            asyncio.run(visit(url, *warm, STEPS))
+        pids = [pid for _, pid in servers]
+        if replicas == 1:
+            return asyncio.run(concurrent(servers[0][0], pids, work[1:], STEPS, timeout))
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        url = stack.enter_context(proxy(folder, free_port(), [int(u.rsplit(":", 1)[1]) for u, _ in servers]))
+        keys = [sticky_key(url) for _ in range(n)]  # each student's first page load
+        return asyncio.run(concurrent(url, pids, work[replicas:], STEPS, timeout, keys))
 
 
 def measure_distinct(count: int, wave: int, timeout: float, settle: float = SESSION_TTL_S + 10) -> dict:
@@ -196,7 +216,7 @@ def measure_distinct(count: int, wave: int, timeout: float, settle: float = SESS
         after[0] = round(rss_mb(pid), 1)
         for start in range(1, count + 1, wave):
             left = started + timeout - time.monotonic()
-            result = asyncio.run(concurrent(url, pid, work[start:start + wave], [], max(left, 1)))
+            result = asyncio.run(concurrent(url, [pid], work[start:start + wave], [], max(left, 1)))
             errors += result["errors"]
             done = start + wave - 1
             if done % 50 == 0 or done == count:
@@ -208,12 +228,12 @@ def measure_distinct(count: int, wave: int, timeout: float, settle: float = SESS
 
 
 def table(timeout: float) -> str:
-    rows = ["| sessions | p50 to heatmap | p95 to heatmap | errors | server RSS (peak) | server CPU per step |",
-            "|---|---|---|---|---|---|"]
-    for n in (1, 10, 30):
-        r = measure_sessions(n, timeout)
+    rows = ["| sessions | replicas | p50 to heatmap | p95 to heatmap | errors | server RSS (peak) | server CPU per step |",
+            "|---|---|---|---|---|---|---|"]
+    for n, replicas in ((1, 1), (10, 1), (30, 1), (30, 2)):
+        r = measure_sessions(n, timeout, replicas)
         print(json.dumps(r), file=sys.stderr, flush=True)
-        rows.append(f"| {n} | {r['p50_s']} s | {r['p95_s']} s | {r['errors']} | {r['rss_mb']:.0f} MB "
+        rows.append(f"| {n} | {replicas} | {r['p50_s']} s | {r['p95_s']} s | {r['errors']} | {r['rss_mb']:.0f} MB "
                     f"| {r['cpu_s_per_step']} s |")
     d = measure_distinct(200, 10, timeout)
     print(json.dumps(d), file=sys.stderr, flush=True)
@@ -231,15 +251,20 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--distinct", type=int, help="distinct sentences, 10 sessions at a time (RSS check)")
     mode.add_argument("--table", action="store_true", help="N = 1, 10, 30 and 200 distinct sentences")
     parser.add_argument("--json", action="store_true", help="one JSON line")
+    parser.add_argument("--replicas", type=int, default=1,
+                        help=f"with --sessions: app replicas behind nginx (1..{MAX_REPLICAS}; 1: the app alone)")
     parser.add_argument("--timeout", type=float, default=600, help="deadline for the whole run, seconds")
     args = parser.parse_args(argv)
     count = args.sessions if args.sessions is not None else args.distinct
     if count is not None and not 1 <= count <= (MAX_SESSIONS if args.sessions else 1000):
         parser.error(f"at most {MAX_SESSIONS} sessions and 1000 sentences")
+    if not 1 <= args.replicas <= MAX_REPLICAS or (args.replicas > 1 and not args.sessions):
+        parser.error(f"--replicas takes 1..{MAX_REPLICAS}, with --sessions")
     if args.table:
         print(table(args.timeout))
         return 0
-    result = measure_sessions(count, args.timeout) if args.sessions else measure_distinct(count, 10, args.timeout)
+    result = (measure_sessions(count, args.timeout, args.replicas) if args.sessions
+              else measure_distinct(count, 10, args.timeout))
     if args.json and args.sessions:
         result = {key: result[key] for key in CONTRACT}
     print(json.dumps(result) if args.json else "  ".join(f"{k}={v}" for k, v in result.items()))

@@ -6,11 +6,7 @@ other serves new visitors (and returning ones). Everything listens on loopback o
 
 import asyncio
 import os
-import re
-import shutil
 import signal
-import subprocess
-import time
 import urllib.error
 import urllib.request
 from contextlib import ExitStack
@@ -19,64 +15,12 @@ from pathlib import Path
 import pytest
 
 from benchmarks.load import app_servers, free_port, sentences
+from benchmarks.proxy import COOKIE, NGINX, cookies_of, nginx_config, started_nginx
 from benchmarks.session import Session, tick_labels, title
 
-ROOT = Path(__file__).resolve().parents[1]
-SNIPPET = ROOT / "deploy" / "nginx-attention-viz.conf"
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
-COOKIE = "attention_viz_replica"
 VISITORS = 13  # all on one replica by chance: 2 in 2**13
 
 pytestmark = pytest.mark.skipif(not Path(NGINX).exists(), reason="needs Debian's nginx: run `make nginx`")
-
-
-def nginx_config(folder: Path, port: int, replicas: list[int]) -> Path:
-    """The shipped snippet with the test's ports, inside a main config that keeps nginx in ``folder``."""
-    snippet = SNIPPET.read_text()
-    for shipped, port_of_replica in zip(("127.0.0.1:8501;", "127.0.0.1:8502;"), replicas):
-        assert snippet.count(shipped) == 1
-        snippet = snippet.replace(shipped, f"127.0.0.1:{port_of_replica};")
-    assert snippet.count("listen 8080;") == 1
-    snippet = snippet.replace("listen 8080;", f"listen 127.0.0.1:{port};")
-    (folder / "attention-viz.conf").write_text(snippet)
-    temp = " ".join(f"{kind}_temp_path {folder / kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    main = folder / "nginx.conf"
-    main.write_text(f"""
-worker_processes 1;
-error_log {folder / 'error.log'} warn;
-pid {folder / 'nginx.pid'};
-events {{ worker_connections 512; }}
-http {{
-    {temp}
-    # what the test reads back: which sticky key went to which replica
-    log_format sticky '$attention_viz_sticky $upstream_addr $status';
-    access_log {folder / 'access.log'} sticky;
-    include {folder / 'attention-viz.conf'};
-}}
-""")
-    return main
-
-
-def started_nginx(config: Path, port: int) -> subprocess.Popen:
-    check = subprocess.run([NGINX, "-t", "-p", str(config.parent), "-c", str(config)], capture_output=True, text=True)
-    assert check.returncode == 0, check.stderr
-    nginx = subprocess.Popen([NGINX, "-p", str(config.parent), "-c", str(config), "-g", "daemon off;"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2)
-            return nginx
-        except OSError:
-            assert nginx.poll() is None and time.monotonic() < deadline, (config.parent / "error.log").read_text()
-            time.sleep(0.1)
-
-
-def cookies_of(url: str, path: str, key: str | None = None) -> dict[str, str]:
-    """The cookies a GET of ``path`` sets (with the sticky key, if the visitor has one)."""
-    request = urllib.request.Request(url + path, headers={"Cookie": f"{COOKIE}={key}"} if key else {})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return dict(c.split(";")[0].split("=", 1) for c in response.headers.get_all("Set-Cookie") or [])
 
 
 def page_load(url: str, key: str | None = None) -> str:

@@ -10,6 +10,7 @@ from ...names import CROSS
 from ...result import AttentionResult
 from ...selection import group_tokens
 from ...selection import head_table as table_of  # the rows; ..tables draws them
+from .. import cache
 from ..controls import attention_picker, layer_head_picker, weigh, weighting_picker
 from ..tables import clicked_tile, follow, head_table
 from ..export import chart, figure_downloads
@@ -25,8 +26,8 @@ def render(result: AttentionResult) -> None:
     stack = weighed.stack(group)  # [layers, heads, q, k]
     query_tokens, key_tokens = group_tokens(result, group)
     kv_heads = result.kv_heads(group)
-    grid = heads_grid(stack, title=f"every head (rows: layers, columns: heads){weighed.suffix} — click one to enlarge it",
-                      quantity=weighed.quantity, kv_heads=kv_heads)
+    grid = cache.figure(heads_grid, stack, kv_heads=kv_heads, quantity=weighed.quantity,
+                        title=f"every head (rows: layers, columns: heads){weighed.suffix} — click one to enlarge it")
     if kv_heads is not None and kv_heads < stack.shape[1]:
         st.caption(f"Grouped-query attention: {stack.shape[1]} query heads share {kv_heads} key/value heads, "
                    f"{stack.shape[1] // kv_heads} per dashed frame (“kv” under each head names its K/V head).")
@@ -45,7 +46,7 @@ def render(result: AttentionResult) -> None:
 
     st.subheader("Enlarge one head")
     layer, head = layer_head_picker(result, group, key="grid", reductions=False)
-    enlarged = attention_heatmap(stack[layer, head], list(query_tokens.labels), list(key_tokens.labels),
-                                 title=f"layer {layer}, head {head}{weighed.suffix}", colorbar_title=weighed.quantity,
-                                 hover=f"query %{{y}}<br>key %{{x}}<br>{weighed.quantity} %{{z:.4f}}<extra></extra>")
+    enlarged = cache.figure(attention_heatmap, stack[layer, head], list(query_tokens.labels), list(key_tokens.labels),
+                            title=f"layer {layer}, head {head}{weighed.suffix}", colorbar_title=weighed.quantity,
+                            hover=f"query %{{y}}<br>key %{{x}}<br>{weighed.quantity} %{{z:.4f}}<extra></extra>")
     chart(st, enlarged, key="grid_enlarged")
