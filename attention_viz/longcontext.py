@@ -8,7 +8,9 @@ Memory: layers × (h + h_kv) × T × d_k floats (2 layers, 4 heads, 32k tokens, 
 of layers × h × T² (34 GB).
 
 The wiring follows ``DecoderLayer.forward`` (pre-/post-LN, parallel residual); a test checks that
-the hidden states and the q/k equal those of the model's own forward.
+every layer's q/k equal those of the model's own forward. Nothing reads the last layer's output, so
+that layer stops at its q and k projections: its attention and feed-forward (half the forward of a
+2-layer model at 32k tokens, the attention being T²/2 logits per head) are never run.
 """
 
 from __future__ import annotations
@@ -21,12 +23,18 @@ from .errors import ModelError
 from .model import MultiHeadAttention, Transformer
 
 
-def _attention(attn: MultiHeadAttention, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Causal self-attention with the fused kernel; returns (output, q, k)."""
+def _queries_keys(attn: MultiHeadAttention, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The layer's projections, rotated: q (1, h, T, d_k), k (1, h_kv, T, d_k)."""
     q = attn.split_heads(attn.w_q(x))  # (1, h, T, d_k)
     k = attn.split_heads(attn.w_k(x), attn.h_kv)  # (1, h_kv, T, d_k)
     if attn.rotary is not None:
         q, k = attn.rotary(q, k)
+    return q, k
+
+
+def _attention(attn: MultiHeadAttention, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Causal self-attention with the fused kernel; returns (output, q, k)."""
+    q, k = _queries_keys(attn, x)
     v = attn.split_heads(attn.w_v(x), attn.h_kv)
     context = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=attn.h_kv != attn.h)
     batch, _, length, _ = context.shape
@@ -44,21 +52,22 @@ def queries_and_keys(model: Transformer, ids: torch.Tensor) -> QueriesKeys:
     decoder = model.decoder
     x = decoder.embed(ids)  # (1, T, d_model)
     qs, ks = [], []
-    for layer in decoder.layers:
+    for i, layer in enumerate(decoder.layers):
         attn_sub, ffn_sub = layer.sublayers[0], layer.sublayers[-1]
-        if layer.parallel_residual:
-            out, q, k = _attention(layer.self_attn, attn_sub.norm(x))
+        attn_in = attn_sub.norm(x) if attn_sub.pre_norm else x  # parallel residual is pre-LN too
+        if i == len(decoder.layers) - 1:  # the last layer's output is never read: its q and k are all we keep
+            q, k = _queries_keys(layer.self_attn, attn_in)
+        elif layer.parallel_residual:
+            out, q, k = _attention(layer.self_attn, attn_in)
             x = x + out + layer.feed_forward(ffn_sub.norm(x))
         elif attn_sub.pre_norm:
-            out, q, k = _attention(layer.self_attn, attn_sub.norm(x))
+            out, q, k = _attention(layer.self_attn, attn_in)
             x = x + out
             x = x + layer.feed_forward(ffn_sub.norm(x))
         else:
-            out, q, k = _attention(layer.self_attn, x)
+            out, q, k = _attention(layer.self_attn, attn_in)
             x = attn_sub.norm(x + out)
             x = ffn_sub.norm(x + layer.feed_forward(x))
         qs.append(q[0].float().numpy().copy())
         ks.append(k[0].float().numpy().copy())
-    if decoder.norm is not None:
-        x = decoder.norm(x)
-    return QueriesKeys(qs, ks, x[0].float().numpy())
+    return QueriesKeys(qs, ks)

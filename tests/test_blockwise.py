@@ -1,5 +1,6 @@
-"""Blockwise patterns for long inputs: equal to the full softmax (1e-6) for every block, pooled tile
-and normalizer; the long-input forward keeps the same queries, keys and hidden states as the model."""
+"""Blockwise patterns for long inputs: exact blocks equal the full softmax to 1e-6; the pooled passes
+(float32) equal the full softmax pooled to 1e-5 relative; the long-input forward keeps the same queries
+and keys as the model."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from attention_viz.analysis.blockwise import overview, pattern_block, pooled_region, quantize, tile_size
+from attention_viz.analysis.blockwise import normalizers, overview, pattern_block, pooled_region, quantize, tile_size
 from attention_viz.hooks import capture
 from attention_viz.longcontext import queries_and_keys
 from attention_viz.model import Transformer, TransformerConfig
@@ -33,6 +34,11 @@ def pool(p: np.ndarray, t: int, how: str) -> np.ndarray:
     return out
 
 
+def close(pooled: np.ndarray, expected: np.ndarray) -> bool:
+    """Within the float32 pass's precision: 1e-5 relative (a logit of ~16 is off by ~2e-6)."""
+    return bool(np.all(np.abs(pooled - expected) <= 1e-5 * expected + 1e-12))
+
+
 @pytest.fixture(scope="module")
 def qk():
     rng = np.random.default_rng(0)
@@ -43,11 +49,12 @@ def qk():
 def test_overview_equals_the_full_softmax_pooled(qk, causal):
     q, k = qk
     full = full_pattern(q, k, causal)
-    view = overview(q, k, tiles=37, causal=causal, block_rows=32, chunk=50)  # uneven blocks, chunks and tiles
-    assert view.tile_rows == tile_size(301, 37) == 9
-    assert np.abs(pool(full, 9, "max") - view.max).max() <= 1e-6
-    assert np.abs(pool(full, 9, "mean") - view.mean).max() <= 1e-6
-    block = pattern_block(q, k, view.lse, range(0, 301), range(0, 301), causal)
+    for workers in (1, 3):  # row blocks on one thread, or spread over three
+        view = overview(q, k, tiles=37, causal=causal, block_rows=32, chunk=50, workers=workers)  # uneven everything
+        assert view.tile_rows == tile_size(301, 37) == 9
+        assert close(view.max, pool(full, 9, "max")) and close(view.mean, pool(full, 9, "mean"))
+        assert np.abs(view.lse - normalizers(q, k, range(301), causal)).max() <= 1e-5
+    block = pattern_block(q, k, range(0, 301), range(0, 301), causal)
     assert np.abs(block - full).max() <= 1e-6
     assert np.allclose(block.sum(axis=1), 1.0, atol=1e-5)
     if causal:
@@ -60,12 +67,12 @@ def test_zoomed_regions_pool_the_same_cells_and_end_in_exact_values(qk):
     lse = overview(q, k).lse
     rows, cols = range(120, 290), range(40, 260)
     for how in ("max", "mean"):
-        pooled, tr, tc = pooled_region(q, k, lse, rows, cols, tiles=16, pooling=how, block_rows=20)
+        pooled, tr, tc = pooled_region(q, k, lse, rows, cols, tiles=16, pooling=how, block_rows=20, chunk=30)
         assert (tr, tc) == (11, 14)
         region = full[120:290, 40:260]
         expected = np.array([[(np.max if how == "max" else np.mean)(region[i * tr : (i + 1) * tr, j * tc : (j + 1) * tc])
                               for j in range(pooled.shape[1])] for i in range(pooled.shape[0])])  # fmt: skip
-        assert np.abs(pooled - expected).max() <= 1e-6
+        assert close(pooled, expected)
     exact, tr, tc = pooled_region(q, k, lse, range(200, 210), range(190, 205), tiles=64)
     assert (tr, tc) == (1, 1) and np.abs(exact - full[200:210, 190:205]).max() <= 1e-6
     with pytest.raises(ValueError):
@@ -87,21 +94,19 @@ CONFIGS = {
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
-def test_long_input_forward_keeps_the_models_queries_keys_and_hidden_states(name):
+def test_long_input_forward_keeps_the_models_queries_and_keys(name):
     torch.manual_seed(0)
     config = TransformerConfig(shape="decoder-only", vocab_size=60, d_model=32, h=4, d_ff=64, N=2, max_len=128,
                                dropout=0.0, scale_embeddings=False, **CONFIGS[name])  # fmt: skip
     model = Transformer(config).eval()
     ids = torch.randint(0, 60, (1, 100))
     with torch.inference_mode(), capture(kinds=("q", "k", "pattern")) as recorded:
-        hidden = model(ids)
-    kept = queries_and_keys(model, ids)
-    assert np.abs(kept.hidden - hidden[0].numpy()).max() <= 1e-5
+        model(ids)
+    kept = queries_and_keys(model, ids)  # the last layer: its q and k only, not its attention
     for layer in range(2):
         assert np.abs(kept.q[layer] - recorded[f"decoder.layers.{layer}.self_attn.q"][0].numpy()).max() <= 1e-5
         assert np.abs(kept.k[layer] - recorded[f"decoder.layers.{layer}.self_attn.k"][0].numpy()).max() <= 1e-5
         for head in range(4):
             q, k = kept.head(layer, head)
-            view = overview(q, k, tiles=100)
-            block = pattern_block(q, k, view.lse, range(0, 100), range(0, 100))
+            block = pattern_block(q, k, range(0, 100), range(0, 100))
             assert np.abs(block - recorded[f"decoder.layers.{layer}.self_attn.pattern"][0, head].numpy()).max() <= 1e-5

@@ -8,21 +8,36 @@ and lse[r] = log Σ_c exp(s[r, c]) its row's softmax normalizer. So from the lay
   and returns the normalizers *and* the pattern pooled to screen-sized tiles (max and mean), from
   per-tile maxima and sums of exp kept per row, so the second pass of flash attention is needed
   only where the user zooms in;
-* :func:`pattern_block` gives the exact probabilities of any rectangle, using those normalizers;
-* :func:`pooled_region` pools a zoomed rectangle to screen resolution the same way;
+* :func:`pooled_region` pools a zoomed rectangle to screen resolution the same way, with those
+  normalizers;
+* :func:`pattern_block` gives the exact probabilities of a rectangle (the cells the user hovers),
+  with normalizers of its own rows (:func:`normalizers`);
 * :func:`quantize` turns pooled tiles into uint8 plus one scale for the browser.
 
-Memory: a block of ``block_rows`` × ``chunk`` logits at a time (default 256 × 4096, 8 MB).
-Pure numpy, in float64 throughout: blocks then equal the full softmax to well under 1e-6, which
-float32 logits (one ulp is 2e-6 at a logit of 16) would not guarantee.
+Precision and speed. The pooled passes (overview, zooms) are the heavy part — T²/2 logits per head,
+half a billion at 32k tokens — and run in float32: BLAS for the logits, numpy's SIMD exp, column
+chunks that stay in the core's cache, the row blocks spread over the cores on threads (numpy releases
+the GIL). A float32 logit is off by about an ulp of its size (2e-6 at 16), so pooled tiles and the
+overview's normalizers are good to ~1e-5 relative: far below the 1/255 steps they are drawn in.
+Exact cells are float64 throughout, their rows' normalizers recomputed by a float64 row pass
+(≤ 512 rows × T keys): they equal the full softmax to well under 1e-6.
+Memory: a chunk of ``block_rows`` × ``chunk`` logits per thread (default 64 × 1024, 256 KB).
 """
 
 from __future__ import annotations
 
 import math
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from threadpoolctl import threadpool_limits
 
 POOLINGS = ("max", "mean")
 
@@ -34,7 +49,6 @@ class QueriesKeys:
 
     q: list[np.ndarray]  # per layer (h, T, d_k)
     k: list[np.ndarray]  # per layer (h_kv, T, d_k)
-    hidden: np.ndarray  # (T, d_model) the decoder's final hidden states
 
     def head(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
         """(q, k) of one query head, k being the K/V head its group reads."""
@@ -70,27 +84,116 @@ def tile_size(length: int, tiles: int) -> int:
     return max(1, math.ceil(length / max(1, tiles)))
 
 
-def _logits(q: np.ndarray, k: np.ndarray, rows: range, cols: range, causal: bool) -> np.ndarray:
-    """(len(rows), len(cols)) scaled logits, −inf where a key lies in the query's future."""
-    s = (q[rows.start : rows.stop] * (1.0 / math.sqrt(q.shape[-1]))) @ k[cols.start : cols.stop].T
-    if causal and cols.stop - 1 > rows.start:
-        # only keys after rows.start can be in a row's future: mask that part of the block alone
+class _OneBlasThread:
+    """numpy's BLAS kept to one thread while any pass runs (shared by concurrent passes): the passes
+    split their rows over the cores themselves, and OpenBLAS's own threads, woken for every small
+    product, only spin against them — measured here at 32k tokens: 7× the CPU time of one thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._limits: threadpool_limits | None = None
+
+    def __enter__(self) -> None:
+        # imported here: threadpoolctl sets an environment variable when imported, and importing
+        # the package must not (tests/test_layering.py)
+        from threadpoolctl import threadpool_limits  # noqa: F811
+
+        with self._lock:
+            if self._users == 0:
+                self._limits = threadpool_limits(limits=1, user_api="blas")
+            self._users += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users == 0 and self._limits is not None:
+                self._limits.restore_original_limits()
+
+
+_ONE_BLAS_THREAD = _OneBlasThread()
+
+
+def _workers(workers: int | None) -> int:
+    return workers or min(4, len(os.sched_getaffinity(0)))
+
+
+def _by_blocks(work: Callable[[range], None], n: int, block_rows: int, workers: int | None) -> None:
+    """``work`` on every block of ``block_rows`` rows of ``n``, each writing its own rows of the
+    outputs, spread over threads; the causal pattern's longest blocks (the last) first."""
+    blocks = [range(r0, min(n, r0 + block_rows)) for r0 in range(0, n, block_rows)][::-1]
+    with _ONE_BLAS_THREAD:
+        if _workers(workers) == 1 or len(blocks) == 1:
+            for block in blocks:
+                work(block)
+            return
+        with ThreadPoolExecutor(_workers(workers)) as pool:
+            list(pool.map(work, blocks))  # re-raises a block's error here
+
+
+def _scaled(q: np.ndarray, dtype: type) -> np.ndarray:
+    return np.asarray(q, dtype=dtype) * dtype(1.0 / math.sqrt(q.shape[-1]))
+
+
+def _mask_future(s: np.ndarray, rows: range, cols: range) -> None:
+    """−inf (in place) where a key lies in the query's future; only keys after rows.start can."""
+    if cols.stop - 1 > rows.start:
         first = max(rows.start, cols.start)
-        part = s[:, first - cols.start :]
         future = np.arange(first, cols.stop)[None, :] > np.arange(rows.start, rows.stop)[:, None]
-        np.putmask(part, future, -np.inf)
-    return s
+        np.putmask(s[:, first - cols.start :], future, -np.inf)
+
+
+def _tiles(q: np.ndarray, k: np.ndarray, rows: range, cols: range, tile: int, causal: bool, chunk: int
+           ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """For each row of ``rows`` and each tile of ``tile`` keys of ``cols``: the largest logit and
+    Σ exp(s − that largest), float32 (len(rows), tiles); −inf and 0 for tiles wholly in the future.
+    q is scaled by 1/√d_k already; ``chunk`` (whole tiles) keys at a time, to stay in cache."""
+    n_tiles = math.ceil(len(cols) / tile)
+    tile_max = np.full((len(rows), n_tiles), -np.inf, dtype=np.float32)
+    tile_sum = np.zeros((len(rows), n_tiles), dtype=np.float32)
+    last = min(cols.stop, rows.stop) if causal else cols.stop  # keys after the block's last row: never seen
+    ones = np.ones(tile, dtype=np.float32)
+    for c0 in range(cols.start, last, chunk):
+        part = range(c0, min(last, c0 + chunk))
+        s = q[rows.start : rows.stop] @ k[part.start : part.stop].T  # (rows, keys) float32
+        if causal:
+            _mask_future(s, rows, part)
+        width = math.ceil(len(part) / tile) * tile
+        if width != len(part):
+            s = np.pad(s, ((0, 0), (0, width - len(part))), constant_values=-np.inf)
+        s = s.reshape(len(rows), width // tile, tile)
+        block_max = s.max(axis=2)
+        first = (c0 - cols.start) // tile
+        tile_max[:, first : first + block_max.shape[1]] = block_max
+        s -= np.where(np.isfinite(block_max), block_max, 0.0)[:, :, None]
+        np.exp(s, out=s)
+        tile_sum[:, first : first + block_max.shape[1]] = s @ ones  # BLAS: the sum over each tile
+    return tile_max, tile_sum
+
+
+def _pool_rows(values: np.ndarray, tile: int, how: str) -> np.ndarray:
+    """(rows, n) → (⌈rows / tile⌉, n): the max or the sum over each tile of rows."""
+    pad = math.ceil(values.shape[0] / tile) * tile - values.shape[0]
+    tiles = np.pad(values, ((0, pad), (0, 0))).reshape(-1, tile, values.shape[1])
+    return tiles.max(axis=1) if how == "max" else tiles.sum(axis=1)
+
+
+def _cells(length: int, tile: int) -> np.ndarray:
+    """Tokens in each tile (the last maybe fewer)."""
+    return np.minimum(tile, length - np.arange(math.ceil(length / tile)) * tile)
 
 
 def overview(
-    q: np.ndarray, k: np.ndarray, tiles: int = 512, causal: bool = True, block_rows: int = 256, chunk: int = 4096
-) -> Overview:
-    """One pass: normalizers and the max-/mean-pooled pattern of one head.
+    q: np.ndarray, k: np.ndarray, tiles: int = 512, causal: bool = True, block_rows: int = 64, chunk: int = 1024,
+    workers: int | None = None,
+) -> Overview:  # fmt: skip
+    """One pass: normalizers and the max-/mean-pooled pattern of one head (float32, ~1e-5 relative).
 
     q, k (T, d_k) (for grouped-query attention, k is the K/V head the query head reads). The square
-    pattern is cut into tiles of ⌈T / tiles⌉ tokens each way.
+    pattern is cut into tiles of ⌈T / tiles⌉ tokens each way. ``workers`` threads (default: the
+    cores this process may use, at most 4).
     """
-    q, k = np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64)
+    q, k = _scaled(q, np.float32), np.asarray(k, dtype=np.float32)
     n = q.shape[0]
     t = tile_size(n, tiles)
     n_tiles = math.ceil(n / t)
@@ -99,49 +202,55 @@ def overview(
     lse = np.empty(n, dtype=np.float64)
     pooled_max = np.zeros((n_tiles, n_tiles), dtype=np.float32)
     pooled_sum = np.zeros((n_tiles, n_tiles), dtype=np.float64)
-    for r0 in range(0, n, block_rows):
-        rows = range(r0, min(n, r0 + block_rows))
-        last_col = rows.stop if causal else n  # keys after the block's last row are never seen
-        tile_max = np.full((len(rows), n_tiles), -np.inf)  # per row, per column tile
-        tile_sum = np.zeros((len(rows), n_tiles), dtype=np.float64)  # Σ exp(s − tile_max)
-        for c0 in range(0, last_col, chunk):
-            cols = range(c0, min(last_col, c0 + chunk))
-            s = _logits(q, k, rows, cols, causal)
-            width = math.ceil(len(cols) / t) * t
-            if width != len(cols):
-                s = np.pad(s, ((0, 0), (0, width - len(cols))), constant_values=-np.inf)
-            s = s.reshape(len(rows), width // t, t)
-            first = c0 // t
-            block_max = s.max(axis=2)  # (rows, tiles in chunk)
-            safe = np.where(np.isfinite(block_max), block_max, 0.0)
-            tile_max[:, first : first + s.shape[1]] = block_max
-            tile_sum[:, first : first + s.shape[1]] = np.exp(s - safe[:, :, None]).sum(axis=2)
+
+    def block(rows: range) -> None:
+        tile_max, tile_sum = _tiles(q, k, rows, range(n), t, causal, chunk)
+        tile_max = tile_max.astype(np.float64)
         finite = np.isfinite(tile_max)
-        row_max = np.where(finite, tile_max, -np.inf).max(axis=1)
-        shifted = np.where(finite, tile_max - row_max[:, None], -np.inf)
-        total = (tile_sum * np.exp(shifted)).sum(axis=1)
+        row_max = tile_max.max(axis=1)
+        total = (tile_sum * np.exp(np.where(finite, tile_max - row_max[:, None], -np.inf))).sum(axis=1)
         lse[rows.start : rows.stop] = row_max + np.log(total)
-        # the tile's probabilities for each row: max = exp(tile_max − lse), sum = tile_sum · exp(tile_max − lse)
+        # each tile's probabilities for each row: max = exp(tile_max − lse), sum = tile_sum · exp(tile_max − lse)
         rel = np.exp(np.where(finite, tile_max - lse[rows.start : rows.stop, None], -np.inf))
-        # the block's rows are whole row tiles (the last maybe partial): pool them by reshaping
-        pad = math.ceil(len(rows) / t) * t - len(rows)
-        rel_tiles = np.pad(rel, ((0, pad), (0, 0))).reshape(-1, t, n_tiles)
-        sums = np.pad(tile_sum * rel, ((0, pad), (0, 0))).reshape(-1, t, n_tiles)
-        first_tile = rows.start // t
-        pooled_max[first_tile : first_tile + rel_tiles.shape[0]] = rel_tiles.max(axis=1)
-        pooled_sum[first_tile : first_tile + sums.shape[0]] = sums.sum(axis=1)
-    cells_per_row_tile = np.minimum(t, n - np.arange(n_tiles) * t)[:, None]
-    cells_per_col_tile = np.minimum(t, n - np.arange(n_tiles) * t)[None, :]
-    mean = (pooled_sum / (cells_per_row_tile * cells_per_col_tile)).astype(np.float32)
+        first = rows.start // t  # the block's rows are whole row tiles (the last maybe partial)
+        pooled = _pool_rows(rel, t, "max")
+        pooled_max[first : first + pooled.shape[0]] = pooled
+        pooled_sum[first : first + pooled.shape[0]] = _pool_rows(tile_sum * rel, t, "sum")
+
+    _by_blocks(block, n, block_rows, workers)
+    mean = (pooled_sum / np.outer(_cells(n, t), _cells(n, t))).astype(np.float32)
     return Overview(lse, pooled_max, mean, t, t)
 
 
-def pattern_block(
-    q: np.ndarray, k: np.ndarray, lse: np.ndarray, rows: range, cols: range, causal: bool = True
-) -> np.ndarray:
-    """The exact probabilities P[rows, cols] (float32), from the normalizers of :func:`overview`."""
-    s = _logits(np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64), rows, cols, causal)
-    return np.exp(s - lse[rows.start : rows.stop, None]).astype(np.float32)
+def _logits64(q: np.ndarray, k: np.ndarray, rows: range, cols: range, causal: bool) -> np.ndarray:
+    """(len(rows), len(cols)) float64 logits, −inf in the future; q scaled already."""
+    s = q[rows.start : rows.stop] @ k[cols.start : cols.stop].T
+    if causal:
+        _mask_future(s, rows, cols)
+    return s
+
+
+def normalizers(q: np.ndarray, k: np.ndarray, rows: range, causal: bool = True, chunk: int = 4096) -> np.ndarray:
+    """The exact lse of ``rows`` (float64): a row pass over every key they see (rows × T logits)."""
+    q, k = _scaled(q, np.float64), np.asarray(k, dtype=np.float64)
+    last = rows.stop if causal else k.shape[0]
+    row_max = np.full(len(rows), -np.inf)
+    total = np.zeros(len(rows))
+    with _ONE_BLAS_THREAD:
+        for c0 in range(0, last, chunk):
+            s = _logits64(q, k, rows, range(c0, min(last, c0 + chunk)), causal)
+            new_max = np.maximum(row_max, s.max(axis=1))  # finite from the first chunk on: every row sees key 0
+            total = total * np.exp(row_max - new_max) + np.exp(s - new_max[:, None]).sum(axis=1)
+            row_max = new_max
+    return row_max + np.log(total)
+
+
+def pattern_block(q: np.ndarray, k: np.ndarray, rows: range, cols: range, causal: bool = True) -> np.ndarray:
+    """The exact probabilities P[rows, cols] (float32 from float64 math), with its rows' own normalizers."""
+    lse = normalizers(q, k, rows, causal)
+    with _ONE_BLAS_THREAD:
+        s = _logits64(_scaled(q, np.float64), np.asarray(k, dtype=np.float64), rows, cols, causal)
+    return np.exp(s - lse[:, None]).astype(np.float32)
 
 
 def pooled_region(
@@ -153,32 +262,37 @@ def pooled_region(
     tiles: int = 512,
     pooling: str = "max",
     causal: bool = True,
-    block_rows: int = 256,
+    block_rows: int = 64,
+    chunk: int = 1024,
+    workers: int | None = None,
 ) -> tuple[np.ndarray, int, int]:
     """A zoomed rectangle pooled to at most ``tiles`` × ``tiles``: (pooled, tile_rows, tile_cols).
 
-    A region no larger than ``tiles`` each way comes back cell for cell (tiles of 1: exact values).
+    ``lse`` holds the normalizers of every row (the overview's). Pooled like the overview (float32);
+    a region no larger than ``tiles`` each way comes back cell for cell, exact (:func:`pattern_block`).
     """
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
     tr, tc = tile_size(len(rows), tiles), tile_size(len(cols), tiles)
-    n_rt, n_ct = math.ceil(len(rows) / tr), math.ceil(len(cols) / tc)
-    out = np.zeros((n_rt, n_ct), dtype=np.float32)
-    block_rows = max(tr, block_rows // tr * tr)
-    for r0 in range(rows.start, rows.stop, block_rows):
-        block = range(r0, min(rows.stop, r0 + block_rows))
-        p = pattern_block(q, k, lse, block, cols, causal)
-        p = np.pad(p, ((0, math.ceil(len(block) / tr) * tr - len(block)), (0, n_ct * tc - len(cols))))
-        p = p.reshape(p.shape[0] // tr, tr, n_ct, tc)
-        first = (r0 - rows.start) // tr
+    if tr == tc == 1:
+        return pattern_block(q, k, rows, cols, causal), 1, 1
+    q, k = _scaled(q, np.float32), np.asarray(k, dtype=np.float32)
+    out = np.zeros((math.ceil(len(rows) / tr), math.ceil(len(cols) / tc)), dtype=np.float32)
+    chunk = max(tc, chunk // tc * tc)
+
+    def block(local: range) -> None:  # rows of the region, counted from its first
+        part = range(rows.start + local.start, rows.start + local.stop)
+        tile_max, tile_sum = _tiles(q, k, part, cols, tc, causal, chunk)
+        rel = np.exp(np.where(np.isfinite(tile_max), tile_max - lse[part.start : part.stop, None], -np.inf))
         if pooling == "max":
-            out[first : first + p.shape[0]] = p.max(axis=(1, 3))
+            pooled = _pool_rows(rel, tr, "max")
         else:
-            out[first : first + p.shape[0]] = p.sum(axis=(1, 3))
+            pooled = _pool_rows(tile_sum * rel, tr, "sum")
+        out[local.start // tr : local.start // tr + pooled.shape[0]] = pooled
+
+    _by_blocks(block, len(rows), max(tr, block_rows // tr * tr), workers)
     if pooling == "mean":
-        row_cells = np.minimum(tr, len(rows) - np.arange(n_rt) * tr)[:, None]
-        col_cells = np.minimum(tc, len(cols) - np.arange(n_ct) * tc)[None, :]
-        out = (out / (row_cells * col_cells)).astype(np.float32)
+        out = (out / np.outer(_cells(len(rows), tr), _cells(len(cols), tc))).astype(np.float32)
     return out, tr, tc
 
 

@@ -110,7 +110,7 @@ def long_heatmap(
         raise ValueError(f"pooling must be one of {POOLINGS} and colours one of {COLOURS}")
     q, k = long.kept.head(layer, head)
     if len(rows) <= tiles and len(cols) <= tiles:
-        exact = pattern_block(q, k, whole.lse, rows, cols)
+        exact = pattern_block(q, k, rows, cols)
         return LongHeatmap(rows, cols, 1, 1, pooling, None, float(exact.max()), exact, colours)
     everything = range(long.length)
     if rows == everything and cols == everything:

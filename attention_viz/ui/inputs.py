@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import streamlit as st
 
 from ..backends.registry import HF_PREFIX, MODELS, unknown_model_message
+from ..errors import ModelError
+from ..text_file import MAX_FILE_BYTES, read_text_file
 from . import cache, plain
 from .state import DEFAULT_TEXT
 from .widgets import text
@@ -30,6 +32,11 @@ HF_FOLDER = (
     "Hub ids (such as `gpt2`) download only when `ATTENTION_VIZ_ALLOW_DOWNLOAD=1`."
 )
 MAX_TEXT = 20_000  # characters; longer texts are cut by the box (and from a link, with a message)
+LONG_FILE_HELP = (
+    f"For texts longer than the box's {MAX_TEXT:,} characters: a UTF-8 .txt file up to {MAX_FILE_BYTES // 1000} KB. "
+    "While a file is loaded it replaces the box's sentence. Decoders that run in our own Transformer read all of "
+    "it (up to their longest input) in the Head and All heads views; other models read what they can."
+)
 IMPLEMENTATIONS = {  # result.meta["implementation"] → the caption under the model
     "ours": "Runs in our own Transformer (written from scratch here; every step can be captured).",
     "transformers": "Runs in the transformers library (eager attention): its attention weights only.",
@@ -71,6 +78,22 @@ def model_picker() -> str:
     return choice
 
 
+def long_text_upload() -> str | None:
+    """The text of an uploaded .txt file; None without one, or when it cannot be read (said here)."""
+    upload = st.file_uploader("Or a long text (.txt file)", type=["txt"], key="text_file", max_upload_size=1,
+                              help=LONG_FILE_HELP)
+    if upload is None:
+        return None
+    try:
+        uploaded = read_text_file(upload.name, upload.getvalue())
+    except ModelError as error:
+        plain.error(error)
+        return None
+    plain.caption(f"Reading {upload.name} ({len(uploaded):,} characters) instead of the box. A link cannot carry "
+                  "an uploaded file: a shared link opens with the box's sentence.")
+    return uploaded
+
+
 def model_shape(model: str) -> str | None:
     """encoder-only / decoder-only / encoder-decoder; None while an ``hf:`` model does not load
     (the page then says why)."""
@@ -107,6 +130,7 @@ def request_panel() -> Request:
         st.selectbox("Examples", ["—"] + list(EXAMPLES), key="example", on_change=_apply_example)
         sentence = text("Sentence", "text", DEFAULT_TEXT, max_chars=MAX_TEXT, area=True, height=110,
                         help="Ctrl+Enter (⌘+Enter) or a click outside the box runs it.")
+        sentence = long_text_upload() or sentence
         target = None
         if model_shape(model) == "encoder-decoder":
             target = text("Target (teacher forcing; empty = the model translates)", "target",
