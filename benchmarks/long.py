@@ -1,14 +1,22 @@
 """Long inputs on a tiny 2-layer rotary model (untrained, seeded: this measures cost, not meaning):
 the forward that keeps each layer's rotated queries and keys, one head's overview (normalizers plus
-max- and mean-pooled tiles in one pass), a zoom step, and what the browser would receive.
+max- and mean-pooled tiles in one pass), a zoom step, exact cells, and every head's overview (the
+all-heads grid), with what the browser would receive.
 
 ``python -m benchmarks.long --tokens 8192 32768`` runs each length in a fresh process and prints one
-JSON line per length: seconds per step, payload bytes, peak RSS (VmHWM) of that process.
+JSON line per length: wall seconds per step (``*_s``), CPU seconds of the process's threads
+(``*_cpu_s``: on a shared machine the wall clock also counts other people's work), payload bytes,
+peak RSS (VmHWM) of that process.
 
 ``--app`` measures the app itself instead (headless, Streamlit's AppTest, as a server runs it): the
-same tiny model saved as an ``hf:`` Llama folder with a one-letter-word tokenizer (so 8k tokens fit
-the sentence box's 20,000 characters), the head view opened on the long text, then a new text
-(Enter → heatmap) and a zoom step; bytes are those of the figure's JSON the page sends.
+same tiny model saved as an ``hf:`` Llama folder with a one-letter-word tokenizer, the head view
+opened, then the long text given as users give it, as a .txt file in the sidebar's uploader (the
+sentence box holds 20,000 characters): a first text, then a new one (upload → heatmap), a zoom step,
+exact cells and the all-heads grid; bytes are those of the figures' JSON the page sends.
+
+``--browser`` serves the app (``make run``) and does the same in headless Chromium: the file set on
+the sidebar's file input, seconds until the heatmap of the whole text is drawn, and bytes the
+browser received over the websocket meanwhile.
 """
 
 from __future__ import annotations
@@ -16,9 +24,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import resource
 import subprocess
 import sys
+import tempfile
 import time
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,10 +47,29 @@ def _peak_rss_mb() -> float:
     return float("nan")
 
 
+class Clock:
+    """Wall and CPU seconds (every thread of this process) of each step, into ``figures``."""
+
+    def __init__(self) -> None:
+        self.figures: dict[str, float] = {}
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        cpu, wall = _cpu_s(), time.perf_counter()
+        yield
+        self.figures[f"{name}_s"] = round(time.perf_counter() - wall, 2)
+        self.figures[f"{name}_cpu_s"] = round(_cpu_s() - cpu, 2)
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def measure(tokens: int) -> dict:
     import torch
 
-    from attention_viz.analysis.blockwise import overview, pooled_region, quantize
+    from attention_viz.analysis.blockwise import overview, pattern_block, pooled_region, quantize
     from attention_viz.longcontext import queries_and_keys
     from attention_viz.model import Transformer, TransformerConfig
 
@@ -48,25 +81,26 @@ def measure(tokens: int) -> dict:
     )  # fmt: skip
     model = Transformer(config).eval()
     ids = torch.randint(0, 1000, (1, tokens))
-    start = time.perf_counter()
-    kept = queries_and_keys(model, ids)
-    forward = time.perf_counter() - start
+    clock = Clock()
+    with clock.step("forward"):
+        kept = queries_and_keys(model, ids)
     q, k = kept.head(1, 0)
-    start = time.perf_counter()
-    view = overview(q, k, tiles=TILES)
-    head_view = time.perf_counter() - start
-    payload = quantize(view.max, "max").codes.nbytes
-    start = time.perf_counter()
-    rows = range(tokens - ZOOM, tokens)
-    zoomed, _, _ = pooled_region(q, k, view.lse, rows, range(tokens - ZOOM, tokens), tiles=TILES)
-    zoom = time.perf_counter() - start
+    with clock.step("head_overview"):
+        view = overview(q, k, tiles=TILES)
+    last = range(tokens - ZOOM, tokens)
+    with clock.step("zoom_step"):
+        zoomed, _, _ = pooled_region(q, k, view.lse, last, last, tiles=TILES)
+    with clock.step("exact_cells"):  # the last 512 × 512, their rows' normalizers recomputed in float64
+        pattern_block(q, k, range(tokens - TILES, tokens), range(tokens - TILES, tokens))
+    with clock.step("grid"):  # every head's overview: the all-heads grid's thumbnails
+        for layer in range(config.N):
+            for head in range(config.h):
+                overview(*kept.head(layer, head), tiles=TILES)
     return {
         "tokens": tokens,
-        "forward_s": round(forward, 2),
-        "head_overview_s": round(head_view, 2),
-        "zoom_step_s": round(zoom, 2),
-        "grid_estimate_s": round(head_view * config.N * config.h, 1),  # every head's thumbnail, same way
-        "head_view_bytes": payload,
+        "torch_threads": torch.get_num_threads(),
+        **clock.figures,
+        "head_view_bytes": quantize(view.max, "max").codes.nbytes,
         "zoom_bytes": quantize(zoomed, "max").codes.nbytes,
         "peak_rss_mb": round(_peak_rss_mb()),
     }
@@ -92,60 +126,59 @@ def save_tiny_llama(folder: Path, tokens: int) -> list[str]:
     return words
 
 
-def measure_app(tokens: int) -> dict:
-    import random
-    import tempfile
+def _texts(words: list[str], tokens: int, seed: int) -> tuple[bytes, bytes]:
+    """Two different texts as file contents: <s> + tokens − 2 words (the first), <s> + tokens − 1 (the
+    second, the model's longest input; its heatmap's title differs, so a browser can tell them apart)."""
+    rng = random.Random(seed)
+    return tuple(" ".join(rng.choice(words) for _ in range(n)).encode() for n in (tokens - 2, tokens - 1))
 
+
+def measure_app(tokens: int) -> dict:
     from streamlit.testing.v1 import AppTest
 
+    clock = Clock()
     with tempfile.TemporaryDirectory() as root:
         folder = Path(root) / "tiny-llama"
         words = save_tiny_llama(folder, tokens)
         os.environ["ATTENTION_VIZ_MODEL_ROOTS"] = root
-        rng = random.Random(0)
+        first, second = _texts(words, tokens, 0)
 
-        def text() -> str:  # <s> + tokens − 1 one-letter words
-            return " ".join(rng.choice(words) for _ in range(tokens - 1))
+        def sent() -> list[int]:
+            return [len(chart.proto.spec.encode()) for chart in at.get("plotly_chart")]
 
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
-        at.query_params.update(view="head", model=f"hf:{folder}", text=text())
-        start = time.perf_counter()
-        at.run()
-        cold = time.perf_counter() - start
-        at.text_area(key="text").set_value(text())  # a new text: Enter
-        start = time.perf_counter()
-        at.run()
-        enter = time.perf_counter() - start
-        overview_bytes = [len(chart.proto.spec.encode()) for chart in at.get("plotly_chart")]
+        at.query_params.update(view="head", model=f"hf:{folder}")
+        with clock.step("app_cold"):  # the model's load and the box's default sentence
+            at.run()
+        at.file_uploader(key="text_file").set_value(("first.txt", first, "text/plain"))
+        with clock.step("first_long"):  # the first long text: the ordinary run, the long read, one head
+            at.run()
+        at.file_uploader(key="text_file").set_value(("second.txt", second, "text/plain"))
+        with clock.step("enter_to_heatmap"):  # a new long text on a warm server
+            at.run()
+        head_bytes = sent()
         errors = [e.value for e in at.exception] + [e.value for e in at.error]
         at.slider(key="head_long_q0").set_value(tokens - ZOOM)
         at.slider(key="head_long_k0").set_value(tokens - ZOOM)
-        start = time.perf_counter()
-        at.run()
-        zoom = time.perf_counter() - start
-        zoom_bytes = [len(chart.proto.spec.encode()) for chart in at.get("plotly_chart")]
-        at.slider(key="head_long_q0").set_value(tokens - 512)
-        at.slider(key="head_long_k0").set_value(tokens - 512)
-        start = time.perf_counter()
-        at.run()
-        exact = time.perf_counter() - start
-        exact_bytes = [len(chart.proto.spec.encode()) for chart in at.get("plotly_chart")]
-        at.radio(key="nav_explore").set_value("grid")  # every head's pass: the thumbnails of the all-heads grid
-        start = time.perf_counter()
-        at.run()
-        grid = time.perf_counter() - start
-        grid_bytes = [len(chart.proto.spec.encode()) for chart in at.get("plotly_chart")]
+        with clock.step("zoom_step"):  # the last 2048 × 2048, pooled
+            at.run()
+        zoom_bytes = sent()
+        at.slider(key="head_long_q0").set_value(tokens - TILES)
+        at.slider(key="head_long_k0").set_value(tokens - TILES)
+        with clock.step("exact_cells"):  # the last 512 × 512, exact
+            at.run()
+        exact_bytes = sent()
+        at.radio(key="nav_explore").set_value("grid")
+        with clock.step("grid"):  # the heads not yet passed over, then the grid and one head enlarged
+            at.run()
+        grid_bytes = sent()
         errors += [e.value for e in at.exception] + [e.value for e in at.error]
     return {
         "tokens": tokens,
-        "app_cold_s": round(cold, 2),  # model load + the ordinary run (first 1024 tokens) + the long read + one head
-        "enter_to_heatmap_s": round(enter, 2),
-        "zoom_step_s": round(zoom, 2),  # the last 2048 × 2048, pooled
-        "exact_cells_s": round(exact, 2),  # the last 512 × 512, exact
-        "head_view_bytes": overview_bytes,
+        **clock.figures,
+        "head_view_bytes": head_bytes,
         "zoom_bytes": zoom_bytes,
         "exact_bytes": exact_bytes,
-        "grid_s": round(grid, 2),  # the heads not yet passed over, then the grid and one head enlarged
         "grid_bytes": grid_bytes,
         "errors": errors,
         "peak_rss_mb": round(_peak_rss_mb()),
@@ -153,34 +186,48 @@ def measure_app(tokens: int) -> dict:
 
 
 def measure_browser(tokens: int) -> dict:
-    """The same head view served by ``make run`` and opened in headless Chromium (tests/browser.py):
-    seconds from opening the link to the heatmap, and bytes the browser received over the websocket."""
-    import random
-    import tempfile
-    import urllib.parse
-
+    """The head view served by ``make run`` in headless Chromium (tests/browser.py), the texts given as
+    files on the sidebar's uploader: seconds from setting the file to the heatmap of the whole text, and
+    bytes the browser received over the websocket meanwhile; the server's peak RSS at the end."""
     sys.path.insert(0, str(ROOT / "tests"))
-    from browser import chromium, served_app, wait_for_heatmap
+    from browser import chromium, new_page, served_app, wait_for_heatmap
 
     with tempfile.TemporaryDirectory() as root:
         folder = Path(root) / "tiny-llama"
         words = save_tiny_llama(folder, tokens)
         os.environ["ATTENTION_VIZ_MODEL_ROOTS"] = root
-        rng = random.Random(1)
         received: list[int] = []
+        seconds, sent = [], []
         with chromium() as browser, served_app() as url:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page = new_page(browser)
             page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: received.append(len(frame))))
-            seconds = []
-            for _ in range(2):  # the first opening loads the model; the second is a warm server
+            page.goto(f"{url}/?{urllib.parse.urlencode({'view': 'head', 'model': f'hf:{folder}'})}")
+            wait_for_heatmap(page, timeout=600_000)  # the box's sentence, the model loaded
+            chooser = page.locator("[data-testid='stSidebar'] input[type=file]")
+            for name, data in zip(("first.txt", "second.txt"), _texts(words, tokens, 1)):  # the first: a cold read
                 received.clear()
-                text = " ".join(rng.choice(words) for _ in range(tokens - 1))
-                query = urllib.parse.urlencode({"view": "head", "model": f"hf:{folder}", "text": text})
                 start = time.perf_counter()
-                page.goto(f"{url}/?{query}")
-                wait_for_heatmap(page, title=f"queries 0–{tokens - 1}", timeout=600_000)
+                chooser.set_input_files({"name": name, "mimeType": "text/plain", "buffer": data})
+                wait_for_heatmap(page, title=f"queries 0–{len(data.split())}", timeout=600_000)
                 seconds.append(round(time.perf_counter() - start, 2))
-    return {"tokens": tokens, "browser_link_to_heatmap_s": seconds, "websocket_bytes": sum(received)}
+                sent.append(sum(received))
+            server_rss = _server_peak_rss_mb(url)
+    return {"tokens": tokens, "upload_to_heatmap_s": seconds, "websocket_bytes": sent, "server_peak_rss_mb": server_rss}
+
+
+def _server_peak_rss_mb(url: str) -> int | None:
+    """VmHWM of the process listening on ``url``'s port (the Streamlit server)."""
+    port = urllib.parse.urlsplit(url).port
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            cmdline = (status.parent / "cmdline").read_bytes().decode(errors="replace")
+            if "streamlit" in cmdline and f"{port}" in cmdline:
+                for line in status.read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        return round(int(line.split()[1]) / 1024)
+        except OSError:
+            continue
+    return None
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ the GIL). A float32 logit is off by about an ulp of its size (2e-6 at 16), so po
 overview's normalizers are good to ~1e-5 relative: far below the 1/255 steps they are drawn in.
 Exact cells are float64 throughout, their rows' normalizers recomputed by a float64 row pass
 (≤ 512 rows × T keys): they equal the full softmax to well under 1e-6.
-Memory: a chunk of ``block_rows`` × ``chunk`` logits per thread (default 64 × 1024, 256 KB).
+Memory: a chunk of ``chunk`` × ``block_rows`` logits per thread (default 256 × 256, 256 KB).
 """
 
 from __future__ import annotations
@@ -136,38 +136,44 @@ def _scaled(q: np.ndarray, dtype: type) -> np.ndarray:
 
 
 def _mask_future(s: np.ndarray, rows: range, cols: range) -> None:
-    """−inf (in place) where a key lies in the query's future; only keys after rows.start can."""
+    """−inf (in place) where a key lies in the query's future; only keys after rows.start can.
+    ``s`` is (rows, cols), or a transposed view of a (cols, rows) array."""
     if cols.stop - 1 > rows.start:
         first = max(rows.start, cols.start)
         future = np.arange(first, cols.stop)[None, :] > np.arange(rows.start, rows.stop)[:, None]
-        np.putmask(s[:, first - cols.start :], future, -np.inf)
+        np.copyto(s[:, first - cols.start :], -np.inf, where=future)
 
 
 def _tiles(q: np.ndarray, k: np.ndarray, rows: range, cols: range, tile: int, causal: bool, chunk: int
            ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """For each row of ``rows`` and each tile of ``tile`` keys of ``cols``: the largest logit and
     Σ exp(s − that largest), float32 (len(rows), tiles); −inf and 0 for tiles wholly in the future.
-    q is scaled by 1/√d_k already; ``chunk`` (whole tiles) keys at a time, to stay in cache."""
+    q is scaled by 1/√d_k already; ``chunk`` (whole tiles) keys at a time, to stay in cache.
+
+    The logits are laid out keys × rows: a tile's keys are then whole contiguous rows of the block,
+    and its max, shift and sum run over long contiguous runs (about 3× faster than over tile-long ones).
+    """
     n_tiles = math.ceil(len(cols) / tile)
     tile_max = np.full((len(rows), n_tiles), -np.inf, dtype=np.float32)
     tile_sum = np.zeros((len(rows), n_tiles), dtype=np.float32)
     last = min(cols.stop, rows.stop) if causal else cols.stop  # keys after the block's last row: never seen
     ones = np.ones(tile, dtype=np.float32)
+    queries = q[rows.start : rows.stop].T  # (d_k, rows)
     for c0 in range(cols.start, last, chunk):
         part = range(c0, min(last, c0 + chunk))
-        s = q[rows.start : rows.stop] @ k[part.start : part.stop].T  # (rows, keys) float32
+        s = k[part.start : part.stop] @ queries  # (keys, rows) float32
         if causal:
-            _mask_future(s, rows, part)
+            _mask_future(s.T, rows, part)
         width = math.ceil(len(part) / tile) * tile
         if width != len(part):
-            s = np.pad(s, ((0, 0), (0, width - len(part))), constant_values=-np.inf)
-        s = s.reshape(len(rows), width // tile, tile)
-        block_max = s.max(axis=2)
+            s = np.pad(s, ((0, width - len(part)), (0, 0)), constant_values=-np.inf)
+        s = s.reshape(width // tile, tile, len(rows))
+        block_max = s.max(axis=1)  # (tiles in chunk, rows)
         first = (c0 - cols.start) // tile
-        tile_max[:, first : first + block_max.shape[1]] = block_max
-        s -= np.where(np.isfinite(block_max), block_max, 0.0)[:, :, None]
+        tile_max[:, first : first + block_max.shape[0]] = block_max.T
+        s -= np.where(np.isfinite(block_max), block_max, 0.0)[:, None, :]
         np.exp(s, out=s)
-        tile_sum[:, first : first + block_max.shape[1]] = s @ ones  # BLAS: the sum over each tile
+        tile_sum[:, first : first + block_max.shape[0]] = (ones @ s).T  # BLAS: the sum over each tile
     return tile_max, tile_sum
 
 
@@ -184,7 +190,7 @@ def _cells(length: int, tile: int) -> np.ndarray:
 
 
 def overview(
-    q: np.ndarray, k: np.ndarray, tiles: int = 512, causal: bool = True, block_rows: int = 64, chunk: int = 1024,
+    q: np.ndarray, k: np.ndarray, tiles: int = 512, causal: bool = True, block_rows: int = 256, chunk: int = 256,
     workers: int | None = None,
 ) -> Overview:  # fmt: skip
     """One pass: normalizers and the max-/mean-pooled pattern of one head (float32, ~1e-5 relative).
@@ -262,8 +268,8 @@ def pooled_region(
     tiles: int = 512,
     pooling: str = "max",
     causal: bool = True,
-    block_rows: int = 64,
-    chunk: int = 1024,
+    block_rows: int = 256,
+    chunk: int = 256,
     workers: int | None = None,
 ) -> tuple[np.ndarray, int, int]:
     """A zoomed rectangle pooled to at most ``tiles`` × ``tiles``: (pooled, tile_rows, tile_cols).
