@@ -245,8 +245,16 @@ def _is_cjk(c: str) -> bool:
 
 def _display_spans(text: str, raw: Sequence[Span | None]) -> list[Span | None]:
     """Trim whitespace around each span and extend it over trailing dropped marks (see module doc)."""
+    # The next token's raw start bounds the extension, so a mark that is a token of its own (or part
+    # of an overlapping byte piece) is never claimed twice. Found right to left in one pass: a search
+    # from each token was quadratic (2 s at 32k tokens).
+    limits, following = [len(text)] * len(raw), len(text)
+    for k in range(len(raw) - 1, -1, -1):
+        limits[k] = following
+        if raw[k] is not None:
+            following = raw[k][0]  # type: ignore[index]
     spans: list[Span | None] = []
-    for k, span in enumerate(raw):
+    for span, limit in zip(raw, limits):
         if span is None:
             spans.append(None)
             continue
@@ -256,9 +264,6 @@ def _display_spans(text: str, raw: Sequence[Span | None]) -> list[Span | None]:
                 s += 1
             while text[e - 1].isspace():
                 e -= 1
-        # The next token's raw start bounds the extension, so a mark that is a token of its own
-        # (or part of an overlapping byte piece) is never claimed twice.
-        limit = next((r[0] for r in raw[k + 1 :] if r is not None), len(text))
         while e < limit and unicodedata.category(text[e]) in _TRAILING_CATEGORIES:
             e += 1
         spans.append((s, e))
