@@ -74,12 +74,27 @@ def chromium() -> Iterator[Browser]:
             browser.close()
 
 
-def new_page(browser: Browser, width: int = 1400, height: int = 1000) -> Page:
+VIEWPORT = {"width": 1400, "height": 1000}
+# Predicates polled every 100 ms, not on every animation frame (Playwright's default): polling per frame
+# keeps the renderer and the GPU process drawing frames, ~0.1 CPU-s per second of waiting here.
+POLL_MS = 100
+
+
+def new_page(browser: Browser, width: int = VIEWPORT["width"], height: int = VIEWPORT["height"]) -> Page:
     """A page in a fresh context (no cookies, no session). Reduced motion: while a script runs, Streamlit's
     animations repaint in software on every frame, about a third of the browser's CPU in a page load here."""
     page = browser.new_page(viewport={"width": width, "height": height}, reduced_motion="reduce")
     page.set_default_timeout(60_000)  # three test workers on two cores: a click may wait for a busy server
     return page
+
+
+def reset(page: Page) -> None:
+    """The page as a fresh one for the next test: its Streamlit session ended (a blank document), no
+    cookies, no local or session storage, the default viewport. Only its renderer process stays warm."""
+    page.evaluate("() => { try { localStorage.clear(); sessionStorage.clear(); } catch (e) {} }")
+    page.goto("about:blank")
+    page.context.clear_cookies()
+    page.set_viewport_size(VIEWPORT)
 
 
 def wait_for_heatmap(page: Page, title: str | None = None, timeout: float = 120_000) -> None:
@@ -88,7 +103,7 @@ def wait_for_heatmap(page: Page, title: str | None = None, timeout: float = 120_
     if title is not None:
         page.wait_for_function(
             "t => [...document.querySelectorAll('.js-plotly-plot .gtitle')].some(e => e.textContent.includes(t))",
-            arg=title, timeout=timeout,
+            arg=title, timeout=timeout, polling=POLL_MS,
         )
 
 
@@ -97,7 +112,7 @@ def wait_for_link(page: Page, expected: dict[str, str], timeout: float = 60_000)
     page.wait_for_function(
         """want => { const p = new URLSearchParams(location.search);
                      return Object.entries(want).every(([k, v]) => p.get(k) === v); }""",
-        arg=expected, timeout=timeout,
+        arg=expected, timeout=timeout, polling=POLL_MS,
     )
     return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(page.url).query))
 
@@ -107,7 +122,7 @@ def settled(page: Page, timeout: float = 120_000) -> None:
     page.wait_for_function(
         """() => !document.querySelector("[data-testid='stStatusWidgetRunningIcon'], "
                                         + "[data-testid='stStatusWidgetRunningManIcon'], [data-stale='true']")""",
-        timeout=timeout,
+        timeout=timeout, polling=POLL_MS,
     )
 
 

@@ -19,9 +19,11 @@ os.environ["ATTENTION_VIZ_ATLAS_ROOT"] = tempfile.mkdtemp(prefix="attention-viz-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-# The real-browser tests' fixtures: per test module, the app served as `make run` does and one
-# Chromium; per test, a fresh page that fails the test if the page threw a JavaScript error.
-@pytest.fixture(scope="module")
+# The real-browser tests' fixtures: per test process (one xdist worker), the app served as `make run`
+# does, one Chromium and one tab; per test, that tab handed over clean (see browser.reset) and a check
+# that the page threw no JavaScript error. The tab is reused because a page load in a new tab costs
+# Chromium ~8 CPU-s here and one in a tab that has loaded the app before ~2.5 (its renderer is warm).
+@pytest.fixture(scope="session")
 def app_url() -> Iterator[str]:
     from browser import served_app
 
@@ -29,7 +31,7 @@ def app_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
     from browser import chromium
 
@@ -37,13 +39,38 @@ def browser():
         yield b
 
 
-@pytest.fixture
-def page(browser):
+@pytest.fixture(scope="session")
+def tab(browser):
     from browser import new_page
 
-    page = new_page(browser)
+    tab = new_page(browser)
+    yield tab
+    tab.context.close()
+
+
+@pytest.fixture
+def page(tab):
+    from browser import reset
+
     errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    yield page
-    page.close()
+    record = lambda e: errors.append(str(e))  # noqa: E731 - the handler removed below
+    tab.on("pageerror", record)
+    yield tab
+    tab.remove_listener("pageerror", record)
+    reset(tab)
     assert not errors, errors
+
+
+@pytest.fixture
+def listen(page):
+    """``listen(event, handler)``: a handler on the test's page, removed when the test ends (the tab
+    outlives the test)."""
+    added = []
+
+    def add(event: str, handler) -> None:
+        page.on(event, handler)
+        added.append((event, handler))
+
+    yield add
+    for event, handler in added:
+        page.remove_listener(event, handler)

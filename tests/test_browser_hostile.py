@@ -5,7 +5,7 @@ import urllib.parse
 
 import pytest
 
-from browser import new_page, open_view, wait_for_heatmap
+from browser import open_view, wait_for_heatmap
 
 HOSTILE = "<script>alert('x')</script> <img src=x onerror=alert(1)> \"'><svg onload=alert(2)> it"
 INJECTED = """() => ({
@@ -17,12 +17,12 @@ INJECTED = """() => ({
 CLEAN = {"handlers": 0, "images": 0, "svgs": 0, "scripts": 0}
 
 
-def test_hostile_text_stays_text_in_every_view_and_in_the_exported_html(app_url, browser, tmp_path):
+def test_hostile_text_stays_text_in_every_view_and_in_the_exported_html(app_url, page, listen, tmp_path):
     """One session opens the hostile text from a link and picks each view in the sidebar; then the
     head view's figure is exported and opened from disk."""
-    page = new_page(browser, 1300, 900)
+    page.set_viewport_size({"width": 1300, "height": 900})
     dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    listen("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     page.goto(f"{app_url}/?{urllib.parse.urlencode({'text': HOSTILE, 'view': 'head'})}")
     wait_for_heatmap(page)
     for view in ["grid", "compare", "focus", "layers", "head"]:
@@ -40,22 +40,19 @@ def test_hostile_text_stays_text_in_every_view_and_in_the_exported_html(app_url,
         page.get_by_role("button", name="Download figure (HTML, works offline)").click()
     path = tmp_path / "figure.html"
     download.value.save_as(path)
-    page.close()
     # the sentence rides in the figure's JSON (the subtitle) as data: escaped, never as markup
     assert "<script>alert" not in path.read_text(encoding="utf-8")
 
-    exported = new_page(browser)
+    page.set_viewport_size({"width": 1400, "height": 1000})
     dialogs.clear()
-    exported.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     requests: list[str] = []
-    exported.on("request", lambda r: requests.append(r.url))
-    exported.goto(path.as_uri())
-    wait_for_heatmap(exported)
-    exported.wait_for_timeout(800)
-    assert dialogs == [] and exported.evaluate(INJECTED) == CLEAN
+    listen("request", lambda r: requests.append(r.url))
+    page.goto(path.as_uri())
+    wait_for_heatmap(page)
+    page.wait_for_timeout(800)
+    assert dialogs == [] and page.evaluate(INJECTED) == CLEAN
     assert all(url.startswith(("file:", "data:", "blob:")) for url in requests), requests  # offline
-    assert "script" in exported.locator(".xtick text").all_text_contents()
-    exported.close()
+    assert "script" in page.locator(".xtick text").all_text_contents()
 
 
 # Markdown and LaTeX from a link: Streamlit renders Markdown in alerts, captions and headings, so a
@@ -79,10 +76,10 @@ SHOWN = "document.body.innerText + [...document.querySelectorAll('input, textare
 
 
 @pytest.mark.parametrize("where", list(MARKDOWN_LINKS))
-def test_markdown_and_latex_from_a_link_stay_text(app_url, browser, where):
-    page = new_page(browser, 1300, 900)
+def test_markdown_and_latex_from_a_link_stay_text(app_url, page, listen, where):
+    page.set_viewport_size({"width": 1300, "height": 900})
     requests: list[str] = []
-    page.on("request", lambda r: requests.append(r.url))
+    listen("request", lambda r: requests.append(r.url))
     page.goto(f"{app_url}/?{urllib.parse.urlencode(MARKDOWN_LINKS[where])}")
     # shown, as text (or kept in its box), once the run has drawn it
     page.wait_for_function(f"() => ({SHOWN}).includes('evil.example')", timeout=90_000)
@@ -90,4 +87,3 @@ def test_markdown_and_latex_from_a_link_stay_text(app_url, browser, where):
     assert page.evaluate(OUTSIDE) == {"links": [], "images": [], "math": 0}
     host = urllib.parse.urlsplit(app_url).netloc
     assert all(urllib.parse.urlsplit(u).netloc == host for u in requests if u.startswith("http")), requests
-    page.close()

@@ -1,10 +1,28 @@
 """Links in a real browser: clicks and control changes go into the link, and the link opens the
-same view in a fresh browser context (no cookies, no session). Its own server and browser, so it
-runs beside test_browser.py."""
+same view in a fresh browser context (no cookies, no session). In its own module, so it can run beside
+test_browser.py."""
 
 import urllib.parse
 
-from browser import new_page, open_view, wait_for_heatmap, wait_for_link
+import pytest
+
+from browser import new_page, open_view, reset, wait_for_heatmap, wait_for_link
+
+
+@pytest.fixture(scope="module")
+def stranger(browser):
+    """A tab in another browser context (its own cookies and storage) that only ever opens links made
+    in the test's page: what someone the link was sent to sees."""
+    tab = new_page(browser)
+    yield tab
+    tab.context.close()
+
+
+@pytest.fixture
+def fresh(stranger):
+    """The stranger's tab, with no session, cookies or storage left from an earlier link."""
+    yield stranger
+    reset(stranger)
 
 
 def ablation_tiles(page):
@@ -21,7 +39,7 @@ def red_tiles(page) -> int:
     return ablation_tiles(page).evaluate_all("els => els.filter(e => (e.style.fill || '').includes('214')).length")
 
 
-def test_clicking_heads_in_the_ablation_grid_picks_them_and_the_link_reproduces_the_set(app_url, browser, page):
+def test_clicking_heads_in_the_ablation_grid_picks_them_and_the_link_reproduces_the_set(app_url, page, fresh):
     page.goto(f"{app_url}/?view=ablation&ablate=3.1")
     assert ablation_tiles(page).count() == 6 * 12
     ablation_tiles(page).nth(2 * 12 + 5).click(force=True)  # layer 2, head 5: added
@@ -31,16 +49,12 @@ def test_clicking_heads_in_the_ablation_grid_picks_them_and_the_link_reproduces_
     ablation_tiles(page).nth(0).click(force=True)  # layer 0, head 0: added
     link = wait_for_link(page, {"ablate": "2.5,0.0"})
     page.locator(CHIPS).nth(1).wait_for(timeout=30_000)
-    fresh = new_page(browser, 1400, 1000)
-    try:
-        fresh.goto(f"{app_url}/?{urllib.parse.urlencode(link)}")
-        assert ablation_tiles(fresh).count() == 6 * 12
-        wait_for_link(fresh, {"ablate": "2.5,0.0", "view": "ablation"})
-        fresh.locator(CHIPS).nth(1).wait_for(timeout=30_000)
-        assert fresh.locator(CHIPS).evaluate_all("els => els.map(e => e.getAttribute('aria-label'))") == ["2.5", "0.0"]
-        assert red_tiles(fresh) == 2  # the grid marks the two heads
-    finally:
-        fresh.close()
+    fresh.goto(f"{app_url}/?{urllib.parse.urlencode(link)}")
+    assert ablation_tiles(fresh).count() == 6 * 12
+    wait_for_link(fresh, {"ablate": "2.5,0.0", "view": "ablation"})
+    fresh.locator(CHIPS).nth(1).wait_for(timeout=30_000)
+    assert fresh.locator(CHIPS).evaluate_all("els => els.map(e => e.getAttribute('aria-label'))") == ["2.5", "0.0"]
+    assert red_tiles(fresh) == 2  # the grid marks the two heads
 
 
 def shared_link(page) -> str:
@@ -58,7 +72,7 @@ def picture(page) -> list:
     return [shown, boxes]
 
 
-def test_a_link_made_after_changing_several_controls_opens_identically_in_a_fresh_browser(app_url, browser, page):
+def test_a_link_made_after_changing_several_controls_opens_identically_in_a_fresh_browser(app_url, page, fresh):
     page.goto(f"{app_url}/?view=head")
     wait_for_heatmap(page, "layer 3, head 1")
     page.get_by_text("Hide special tokens").click()
@@ -89,15 +103,9 @@ def test_a_link_made_after_changing_several_controls_opens_identically_in_a_fres
     wait_for_link(page, {"key": "8"})
     links["focus"] = (shared_link(page), picture(page))
 
-    fresh = browser.new_context(viewport={"width": 1400, "height": 1000}, reduced_motion="reduce")  # no cookies, no session
-    try:
-        for view, (link, seen) in links.items():
-            assert "view=" + view in link
-            other = fresh.new_page()
-            other.goto(link if link.startswith("http") else f"{app_url}/{link}")
-            wait_for_heatmap(other)
-            assert picture(other) == seen, view
-            assert shared_link(other) == link, view
-            other.close()
-    finally:
-        fresh.close()
+    for view, (link, seen) in links.items():  # each link opened anew: a new session of its own
+        assert "view=" + view in link
+        fresh.goto(link if link.startswith("http") else f"{app_url}/{link}")
+        wait_for_heatmap(fresh)
+        assert picture(fresh) == seen, view
+        assert shared_link(fresh) == link, view
