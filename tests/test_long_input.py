@@ -162,6 +162,9 @@ def test_head_view_on_a_long_text_draws_tiles_then_exact_cells(folders):
     assert params.get("long_scale") == "linear"
     again = app(**params)
     assert problems(again) == [] and np.array_equal(array(figures(again)[0]["data"][0]["z"]), exact)
+    again.text_area(key="text").set_value(long_text(seed=1)).run()  # a new text opens on the whole of it
+    assert problems(again) == [] and array(figures(again)[0]["data"][0]["z"]).shape == (501, 501)
+    again.text_area(key="text").set_value(text).run()
     switch_view(again, "focus")  # the other views read the first 1,024 tokens, and say so
     assert any("tokens were dropped" in w.value for w in again.warning)
 

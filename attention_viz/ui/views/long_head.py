@@ -19,6 +19,7 @@ from ..widgets import choice, integer
 
 POOLING_NAMES = {"max": "max (the strongest weight in each tile)", "mean": "mean (the average weight of each tile)"}
 COLOUR_NAMES = {"log": "log", "linear": "linear"}
+RANGES = ("head_long_q0", "head_long_q1", "head_long_k0", "head_long_k1")
 
 
 def applies(result: AttentionResult) -> bool:
@@ -38,10 +39,21 @@ def head_overview(_long: LongInput, identity: tuple, layer: int, head: int) -> O
     return _long.overview(layer, head, TILES)
 
 
+def whole_for_a_new_text(identity: tuple) -> None:
+    """A new text opens on the whole input: the last text's ranges mean nothing in it (and a range
+    just short of the whole would cost a second pass over it). A link's ranges, read on the session's
+    first text, still apply."""
+    if st.session_state.get("head_long_text", identity) != identity:
+        for key in RANGES:
+            st.session_state.pop(key, None)
+    st.session_state["head_long_text"] = identity
+
+
 def render(result: AttentionResult) -> None:
     text = result.tokens.text
     long = long_input(result.model, text)
     n = long.length
+    whole_for_a_new_text((result.model, hash(text)))
     st.info(
         f"This text has {n:,} tokens, more than the {len(result.tokens):,} the other views capture. This view reads "
         f"all of them: it keeps each layer's queries and keys and computes one head's attention block by block, "
