@@ -16,6 +16,8 @@ from typing import NamedTuple
 
 import torch
 
+from . import buffers
+
 
 class Attention(NamedTuple):
     context: torch.Tensor  # (..., Tq, d_v)
@@ -28,19 +30,39 @@ def masked_softmax(
 ) -> tuple[torch.Tensor | None, torch.Tensor]:
     """Apply ``mask`` (-inf where False) and softmax over keys; returns ``(masked scores, pattern)``.
 
-    ``overwrite=True``: ``scores`` is the caller's scratch tensor and the softmax is written over
-    it, so a head makes one (Tq, Tk) tensor instead of two; the returned scores are then None.
+    ``overwrite=True``: ``scores`` is the caller's scratch tensor: the mask and then the softmax are
+    written over it, so a head makes one (Tq, Tk) tensor instead of two; the returned scores are
+    then None.
     """
+    # softmax's out= records no gradient, so a model being trained always gets fresh tensors
+    grad = scores.requires_grad
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    # softmax's out= records no gradient, so a model being trained always gets a fresh pattern
-    in_place = overwrite and not scores.requires_grad and scores.is_contiguous()
-    pattern = torch.softmax(scores, dim=-1, out=scores) if in_place else torch.softmax(scores, dim=-1)
+        fits = torch.broadcast_shapes(scores.shape, mask.shape) == scores.shape
+        if overwrite and fits and not grad and scores.is_contiguous():
+            scores.masked_fill_(~mask, float("-inf"))
+        else:
+            scores = scores.masked_fill(~mask, float("-inf"))
+    in_place = overwrite and not grad and scores.is_contiguous()
+    if in_place:
+        pattern = torch.softmax(scores, dim=-1, out=scores)
+    elif not grad and scores.device.type == "cpu":
+        pattern = torch.softmax(scores, dim=-1, out=buffers.empty(tuple(scores.shape), scores.dtype))
+    else:
+        pattern = torch.softmax(scores, dim=-1)
     if mask is not None:
         # softmax of an all -inf row is NaN; zeroing the masked entries afterwards turns it into 0s and
         # leaves partially masked rows untouched (exp(-inf) is already exactly 0 there).
-        pattern = pattern.masked_fill_(~mask, 0.0) if in_place else pattern.masked_fill(~mask, 0.0)
+        pattern = pattern.masked_fill(~mask, 0.0) if grad else pattern.masked_fill_(~mask, 0.0)
     return (None if in_place else scores), pattern
+
+
+def query_key_products(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    """Q Kᵀ (..., Tq, Tk). Without gradients it is written into recycled memory (see
+    :mod:`attention_viz.buffers`): fresh pages cost more than the product itself at 512 tokens."""
+    if query.requires_grad or key.requires_grad or query.device.type != "cpu":
+        return query @ key.transpose(-2, -1)
+    shape = (*torch.broadcast_shapes(query.shape[:-2], key.shape[:-2]), query.size(-2), key.size(-2))
+    return torch.matmul(query, key.transpose(-2, -1), out=buffers.empty(shape, query.dtype))
 
 
 def scaled_dot_product_attention(
@@ -73,7 +95,7 @@ def scaled_dot_product_attention(
         # 1/√d_k on the (Tq, d_k) queries gives the same logits as on the (Tq, Tk) scores, for
         # d_k/Tk of the work
         query = query * (1.0 / math.sqrt(d_k))
-    scores = query @ key.transpose(-2, -1)  # (..., Tq, Tk)
+    scores = query_key_products(query, key)  # (..., Tq, Tk)
     scores, pattern = masked_softmax(scores, mask, overwrite=not keep_scores)
     weights = dropout(pattern) if dropout is not None else pattern
     return Attention(weights @ value, pattern, scores)

@@ -5,12 +5,20 @@ eager attention with ``output_attentions=True`` (what users of the tools we repl
 All three start from token ids. Ours is what ``ScratchEncoderBackend.run`` does after tokenizing:
 the forward under ``capture()`` and the conversion to an ``AttentionResult``. Tokenizing is timed
 on its own (every tool pays it).
+
+Our patterns live in recycled memory (attention_viz/buffers.py): with recycled memory a call writes
+into the blocks the previous call's result freed. The fresh-memory rows turn that off too, so every
+call of ours maps new pages, as while the app's cache is filling up.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+
 import torch
 
+from attention_viz import buffers
 from attention_viz.backends.registry import MODELS
 from attention_viz.backends.scratch import ScratchEncoderBackend
 from attention_viz.hooks import capture
@@ -32,6 +40,17 @@ def load_transformers(folder) -> dict[str, torch.nn.Module]:
     return {
         impl: BertModel.from_pretrained(folder, attn_implementation=impl).eval() for impl in ("sdpa", "eager")
     }
+
+
+@contextmanager
+def no_recycling() -> Iterator[None]:
+    """Every block of ours from the allocator (and, with ``fresh_memory``, from the kernel)."""
+    limit, buffers.limit_bytes = buffers.limit_bytes, 0
+    buffers.release()
+    try:
+        yield
+    finally:
+        buffers.limit_bytes = limit
 
 
 def bench_capture(
@@ -72,7 +91,8 @@ def bench_capture(
         for fresh in (False, True) if n in fresh_at else (False,):
             faults: dict[str, list[int]] = {}
             contenders = {"ours": ours, "sdpa": sdpa, "eager": eager}
-            times = interleaved(contenders, reps[n], faults=faults, fresh_memory=fresh)
+            with no_recycling() if fresh else nullcontext():
+                times = interleaved(contenders, reps[n], faults=faults, fresh_memory=fresh)
             rows.append(
                 {
                     "tokens": n,

@@ -1,0 +1,104 @@
+"""Recycled (query × key) memory: a block is reused only once nothing refers to it, never shared
+between concurrent calls, and a kept result never changes."""
+
+import gc
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from attention_viz import buffers
+from attention_viz.hooks import capture
+from attention_viz.model import Transformer, TransformerConfig
+from attention_viz.result import AttentionResult
+from attention_viz.tokens import Tokens
+
+SHAPE = (2, 512, 512)  # 2 MB of float32: above buffers.MIN_BYTES
+
+
+@pytest.fixture(autouse=True)
+def empty_free_list():
+    buffers.release()
+    yield
+    buffers.release()
+
+
+def test_a_block_returns_only_after_its_last_user_is_gone():
+    tensor = buffers.empty(SHAPE, torch.float32)
+    users = [tensor.numpy()[1], tensor[0, :3], tensor.numpy().reshape(-1)[::7], np.asarray(tensor)]
+    del tensor
+    gc.collect()
+    while users:
+        assert buffers.free_bytes() == 0  # a view of it is still alive
+        users.pop()
+        gc.collect()
+    assert buffers.free_bytes() >= 4 * np.prod(SHAPE)
+
+
+def test_a_free_block_is_reused_for_a_similar_size_only():
+    first = buffers.empty((4, 512, 512), torch.float32)  # 4 MB
+    address = first.data_ptr()
+    del first
+    smaller = buffers.empty((1, 400, 512), torch.float32)  # 0.8 MB: under MIN_BYTES, from torch
+    assert smaller.data_ptr() != address
+    much_smaller = buffers.empty((1, 512, 600), torch.float32)  # 1.2 MB: less than half of 4 MB
+    assert much_smaller.data_ptr() != address
+    again = buffers.empty((4, 500, 512), torch.float32)  # a little smaller: fits
+    assert again.data_ptr() == address and again.shape == (4, 500, 512) and again.is_contiguous()
+    assert buffers.free_bytes() == 0
+
+
+def test_nothing_is_kept_beyond_the_limit(monkeypatch):
+    monkeypatch.setattr(buffers, "limit_bytes", 3 << 20)
+    blocks = [buffers.empty(SHAPE, torch.float32) for _ in range(3)]
+    del blocks
+    gc.collect()
+    assert buffers.free_bytes() == 2 << 20  # one 2 MB block fits under 3 MB, a second does not
+    monkeypatch.setattr(buffers, "limit_bytes", 0)
+    assert buffers.empty(SHAPE, torch.float32).data_ptr() != 0 and buffers.free_bytes() == 2 << 20
+
+
+def test_concurrent_callers_never_share_a_block():
+    failures = []
+
+    def worker(value: float) -> None:
+        for _ in range(50):
+            tensor = buffers.empty(SHAPE, torch.float32)
+            tensor.fill_(value)
+            if not bool((tensor == value).all()):  # another thread wrote into the same block
+                failures.append(value)
+
+    threads = [threading.Thread(target=worker, args=(float(i),)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
+def test_a_kept_result_is_untouched_by_later_runs():
+    """As in the app's cache: the first result stays alive while other texts run on the same model."""
+    config = TransformerConfig(shape="encoder-only", vocab_size=50, d_model=16, h=2, d_ff=32, N=2, max_len=600,
+                               dropout=0.0)
+    torch.manual_seed(0)
+    model = Transformer(config).eval()
+
+    def run(seed: int) -> AttentionResult:
+        ids = torch.randint(0, 50, (1, 520), generator=torch.Generator().manual_seed(seed))
+        n = ids.size(1)
+        tokens = Tokens("", tuple(ids[0].tolist()), ("x",) * n, (None,) * n, (False,) * n, (False,) * n, (None,) * n)
+        with torch.inference_mode(), capture() as recorded:
+            model(ids)
+        return AttentionResult.from_recorder("tiny", tokens, recorded)
+
+    kept = run(0)
+    snapshot = {name: array.copy() for name, array in kept.arrays.items()}
+    assert all(array.nbytes >= buffers.MIN_BYTES for array in snapshot.values())  # they did come from here
+    for seed in (1, 2, 3):
+        other = run(seed)
+        assert not any(np.array_equal(other.arrays[n], snapshot[n]) for n in snapshot)
+        del other  # its blocks go back and serve the next run
+    assert all(np.array_equal(kept.arrays[n], snapshot[n]) for n in snapshot)
+    for pattern in kept.arrays.values():
+        np.testing.assert_allclose(pattern.sum(-1), 1.0, rtol=1e-5)
