@@ -40,8 +40,8 @@ TILES = 512  # screen resolution of one heatmap
 ZOOM = 2048  # tokens each way of the zoomed region
 
 
-def _peak_rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
+def _peak_rss_mb(pid: int | str = "self") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
@@ -187,8 +187,9 @@ def measure_app(tokens: int) -> dict:
 
 def measure_browser(tokens: int) -> dict:
     """The head view served by ``make run`` in headless Chromium (tests/browser.py), the texts given as
-    files on the sidebar's uploader: seconds from setting the file to the heatmap of the whole text, and
-    bytes the browser received over the websocket meanwhile; the server's peak RSS at the end."""
+    files on the sidebar's uploader: seconds from setting the file to the heatmap of the whole text, the
+    server's CPU seconds meanwhile, bytes the browser received over the websocket meanwhile; the
+    server's peak RSS at the end."""
     sys.path.insert(0, str(ROOT / "tests"))
     from browser import chromium, new_page, served_app, wait_for_heatmap
 
@@ -197,8 +198,9 @@ def measure_browser(tokens: int) -> dict:
         words = save_tiny_llama(folder, tokens)
         os.environ["ATTENTION_VIZ_MODEL_ROOTS"] = root
         received: list[int] = []
-        seconds, sent = [], []
+        seconds, server_cpu, sent = [], [], []
         with chromium() as browser, served_app() as url:
+            server = _server(url)
             page = new_page(browser)
             page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: received.append(len(frame))))
             page.goto(f"{url}/?{urllib.parse.urlencode({'view': 'head', 'model': f'hf:{folder}'})}")
@@ -206,28 +208,34 @@ def measure_browser(tokens: int) -> dict:
             chooser = page.locator("[data-testid='stSidebar'] input[type=file]")
             for name, data in zip(("first.txt", "second.txt"), _texts(words, tokens, 1)):  # the first: a cold read
                 received.clear()
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), _process_cpu_s(server)
                 chooser.set_input_files({"name": name, "mimeType": "text/plain", "buffer": data})
                 wait_for_heatmap(page, title=f"queries 0–{len(data.split())}", timeout=600_000)
                 seconds.append(round(time.perf_counter() - start, 2))
+                server_cpu.append(round(_process_cpu_s(server) - cpu, 2))
                 sent.append(sum(received))
-            server_rss = _server_peak_rss_mb(url)
-    return {"tokens": tokens, "upload_to_heatmap_s": seconds, "websocket_bytes": sent, "server_peak_rss_mb": server_rss}
+            server_rss = _peak_rss_mb(server)
+    return {"tokens": tokens, "upload_to_heatmap_s": seconds, "server_cpu_s": server_cpu, "websocket_bytes": sent,
+            "server_peak_rss_mb": round(server_rss)}
 
 
-def _server_peak_rss_mb(url: str) -> int | None:
-    """VmHWM of the process listening on ``url``'s port (the Streamlit server)."""
-    port = urllib.parse.urlsplit(url).port
-    for status in Path("/proc").glob("[0-9]*/status"):
+def _server(url: str) -> int:
+    """The pid of the Streamlit server listening on ``url``'s port."""
+    port = str(urllib.parse.urlsplit(url).port)
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
-            cmdline = (status.parent / "cmdline").read_bytes().decode(errors="replace")
-            if "streamlit" in cmdline and f"{port}" in cmdline:
-                for line in status.read_text().splitlines():
-                    if line.startswith("VmHWM:"):
-                        return round(int(line.split()[1]) / 1024)
+            args = cmdline.read_bytes().split(b"\0")
         except OSError:
             continue
-    return None
+        if any(b"streamlit" in arg for arg in args) and port.encode() in args:
+            return int(cmdline.parent.name)
+    raise RuntimeError(f"no Streamlit server on port {port}")
+
+
+def _process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid``, every thread (/proc/PID/stat, fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:

@@ -115,7 +115,11 @@ _ONE_BLAS_THREAD = _OneBlasThread()
 
 
 def _workers(workers: int | None) -> int:
-    return workers or min(4, len(os.sched_getaffinity(0)))
+    """The threads of a pass: as asked, else the cores this process may use (at most 4)."""
+    if workers:
+        return workers
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # not on macOS
+    return min(4, cores)
 
 
 def _by_blocks(work: Callable[[range], None], n: int, block_rows: int, workers: int | None) -> None:
