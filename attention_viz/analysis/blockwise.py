@@ -148,11 +148,12 @@ def _mask_future(s: np.ndarray, rows: range, cols: range) -> None:
         np.copyto(s[:, first - cols.start :], -np.inf, where=future)
 
 
-def _tiles(q: np.ndarray, k: np.ndarray, rows: range, cols: range, tile: int, causal: bool, chunk: int
-           ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def _tiles(q: np.ndarray, k: np.ndarray, rows: range, cols: range, tile: int, causal: bool, chunk: int,
+           sums: bool = True) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """For each row of ``rows`` and each tile of ``tile`` keys of ``cols``: the largest logit and
     Σ exp(s − that largest), float32 (len(rows), tiles); −inf and 0 for tiles wholly in the future.
     q is scaled by 1/√d_k already; ``chunk`` (whole tiles) keys at a time, to stay in cache.
+    ``sums=False``: the maxima alone (sums left 0) — max pooling with known normalizers needs no exp.
 
     The logits are laid out keys × rows: a tile's keys are then whole contiguous rows of the block,
     and its max, shift and sum run over long contiguous runs (about 3× faster than over tile-long ones).
@@ -175,6 +176,8 @@ def _tiles(q: np.ndarray, k: np.ndarray, rows: range, cols: range, tile: int, ca
         block_max = s.max(axis=1)  # (tiles in chunk, rows)
         first = (c0 - cols.start) // tile
         tile_max[:, first : first + block_max.shape[0]] = block_max.T
+        if not sums:
+            continue
         s -= np.where(np.isfinite(block_max), block_max, 0.0)[:, None, :]
         np.exp(s, out=s)
         tile_sum[:, first : first + block_max.shape[0]] = (ones @ s).T  # BLAS: the sum over each tile
@@ -278,7 +281,8 @@ def pooled_region(
 ) -> tuple[np.ndarray, int, int]:
     """A zoomed rectangle pooled to at most ``tiles`` × ``tiles``: (pooled, tile_rows, tile_cols).
 
-    ``lse`` holds the normalizers of every row (the overview's). Pooled like the overview (float32);
+    ``lse`` holds the normalizers of every row (the overview's). Pooled like the overview (float32;
+    max pooling needs only each tile's largest logit, no exp: about a third of the work of mean);
     a region no larger than ``tiles`` each way comes back cell for cell, exact (:func:`pattern_block`).
     """
     if pooling not in POOLINGS:
@@ -292,7 +296,7 @@ def pooled_region(
 
     def block(local: range) -> None:  # rows of the region, counted from its first
         part = range(rows.start + local.start, rows.start + local.stop)
-        tile_max, tile_sum = _tiles(q, k, part, cols, tc, causal, chunk)
+        tile_max, tile_sum = _tiles(q, k, part, cols, tc, causal, chunk, sums=pooling == "mean")
         rel = np.exp(np.where(np.isfinite(tile_max), tile_max - lse[part.start : part.stop, None], -np.inf))
         if pooling == "max":
             pooled = _pool_rows(rel, tr, "max")
