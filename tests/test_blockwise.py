@@ -54,6 +54,8 @@ def test_overview_equals_the_full_softmax_pooled(qk, causal):
         assert view.tile_rows == tile_size(301, 37) == 9
         assert close(view.max, pool(full, 9, "max")) and close(view.mean, pool(full, 9, "mean"))
         assert np.abs(view.lse - normalizers(q, k, range(301), causal)).max() <= 1e-5
+    given = overview(q, k, tiles=37, causal=causal, block_rows=32, chunk=50, lse=normalizers(q, k, range(301), causal))
+    assert given.mean is None and close(given.max, pool(full, 9, "max"))  # the maxima alone, from given normalizers
     block = pattern_block(q, k, range(0, 301), range(0, 301), causal)
     assert np.abs(block - full).max() <= 1e-6
     assert np.allclose(block.sum(axis=1), 1.0, atol=1e-5)
@@ -103,10 +105,13 @@ def test_long_input_forward_keeps_the_models_queries_and_keys(name):
     with torch.inference_mode(), capture(kinds=("q", "k", "pattern")) as recorded:
         model(ids)
     kept = queries_and_keys(model, ids)  # the last layer: its q and k only, not its attention
+    assert kept.lse[1] is None
     for layer in range(2):
         assert np.abs(kept.q[layer] - recorded[f"decoder.layers.{layer}.self_attn.q"][0].numpy()).max() <= 1e-5
         assert np.abs(kept.k[layer] - recorded[f"decoder.layers.{layer}.self_attn.k"][0].numpy()).max() <= 1e-5
         for head in range(4):
             q, k = kept.head(layer, head)
+            if layer == 0:  # the normalizers the fused attention returned with its output
+                assert np.abs(kept.lse[0][head] - normalizers(q, k, range(100))).max() <= 1e-5
             block = pattern_block(q, k, range(0, 100), range(0, 100))
             assert np.abs(block - recorded[f"decoder.layers.{layer}.self_attn.pattern"][0, head].numpy()).max() <= 1e-5

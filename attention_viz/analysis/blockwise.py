@@ -7,7 +7,8 @@ and lse[r] = log Σ_c exp(s[r, c]) its row's softmax normalizer. So from the lay
 * :func:`overview` makes one pass over the causal half of the logits, a block of rows at a time,
   and returns the normalizers *and* the pattern pooled to screen-sized tiles (max and mean), from
   per-tile maxima and sums of exp kept per row, so the second pass of flash attention is needed
-  only where the user zooms in;
+  only where the user zooms in; given the normalizers (the forward's fused attention returns them
+  with its output), the max-pooled tiles need only each tile's largest logit: no exp at all;
 * :func:`pooled_region` pools a zoomed rectangle to screen resolution the same way, with those
   normalizers;
 * :func:`pattern_block` gives the exact probabilities of a rectangle (the cells the user hovers),
@@ -49,6 +50,9 @@ class QueriesKeys:
 
     q: list[np.ndarray]  # per layer (h, T, d_k)
     k: list[np.ndarray]  # per layer (h_kv, T, d_k)
+    # per layer (h, T): the softmax normalizers the forward's fused attention returned with its
+    # output; None for the last layer, whose attention the forward skips
+    lse: list[np.ndarray | None]
 
     def head(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
         """(q, k) of one query head, k being the K/V head its group reads."""
@@ -62,7 +66,8 @@ class Overview:
 
     lse: np.ndarray  # (T,) float64 log Σ_c exp(s[r, c]) over the keys row r may see
     max: np.ndarray  # (row tiles, col tiles) float32: the largest probability in each tile
-    mean: np.ndarray  # (row tiles, col tiles) float32: the mean probability of each tile's cells
+    mean: np.ndarray | None  # (row tiles, col tiles) float32: the mean probability of each tile's cells
+    # (None from a pass given the normalizers, which takes the maxima alone)
     tile_rows: int  # tokens per tile, vertically
     tile_cols: int  # tokens per tile, horizontally
 
@@ -198,13 +203,15 @@ def _cells(length: int, tile: int) -> np.ndarray:
 
 def overview(
     q: np.ndarray, k: np.ndarray, tiles: int = 512, causal: bool = True, block_rows: int = 256, chunk: int = 256,
-    workers: int | None = None,
+    workers: int | None = None, lse: np.ndarray | None = None,
 ) -> Overview:  # fmt: skip
     """One pass: normalizers and the max-/mean-pooled pattern of one head (float32, ~1e-5 relative).
 
     q, k (T, d_k) (for grouped-query attention, k is the K/V head the query head reads). The square
     pattern is cut into tiles of ⌈T / tiles⌉ tokens each way. ``workers`` threads (default: the
-    cores this process may use, at most 4).
+    cores this process may use, at most 4). Given ``lse`` (T,) (the normalizers the forward's fused
+    attention returned), the pass takes each tile's largest logit alone — no exp, about a third of
+    the work — and gives the max-pooled tiles only (``mean`` None).
     """
     q, k = _scaled(q, np.float32), np.asarray(k, dtype=np.float32)
     n = q.shape[0]
@@ -212,26 +219,29 @@ def overview(
     n_tiles = math.ceil(n / t)
     chunk = max(t, chunk // t * t)  # chunks hold whole tiles
     block_rows = max(t, block_rows // t * t)  # row blocks hold whole tiles too
-    lse = np.empty(n, dtype=np.float64)
+    sums = lse is None
+    lse = np.empty(n, dtype=np.float64) if sums else np.asarray(lse, dtype=np.float64)
     pooled_max = np.zeros((n_tiles, n_tiles), dtype=np.float32)
     pooled_sum = np.zeros((n_tiles, n_tiles), dtype=np.float64)
 
     def block(rows: range) -> None:
-        tile_max, tile_sum = _tiles(q, k, rows, range(n), t, causal, chunk)
+        tile_max, tile_sum = _tiles(q, k, rows, range(n), t, causal, chunk, sums)
         tile_max = tile_max.astype(np.float64)
         finite = np.isfinite(tile_max)
-        row_max = tile_max.max(axis=1)
-        total = (tile_sum * np.exp(np.where(finite, tile_max - row_max[:, None], -np.inf))).sum(axis=1)
-        lse[rows.start : rows.stop] = row_max + np.log(total)
+        if sums:
+            row_max = tile_max.max(axis=1)
+            total = (tile_sum * np.exp(np.where(finite, tile_max - row_max[:, None], -np.inf))).sum(axis=1)
+            lse[rows.start : rows.stop] = row_max + np.log(total)
         # each tile's probabilities for each row: max = exp(tile_max − lse), sum = tile_sum · exp(tile_max − lse)
         rel = np.exp(np.where(finite, tile_max - lse[rows.start : rows.stop, None], -np.inf))
         first = rows.start // t  # the block's rows are whole row tiles (the last maybe partial)
         pooled = _pool_rows(rel, t, "max")
         pooled_max[first : first + pooled.shape[0]] = pooled
-        pooled_sum[first : first + pooled.shape[0]] = _pool_rows(tile_sum * rel, t, "sum")
+        if sums:
+            pooled_sum[first : first + pooled.shape[0]] = _pool_rows(tile_sum * rel, t, "sum")
 
     _by_blocks(block, n, block_rows, workers)
-    mean = (pooled_sum / np.outer(_cells(n, t), _cells(n, t))).astype(np.float32)
+    mean = (pooled_sum / np.outer(_cells(n, t), _cells(n, t))).astype(np.float32) if sums else None
     return Overview(lse, pooled_max, mean, t, t)
 
 

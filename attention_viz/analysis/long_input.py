@@ -42,9 +42,17 @@ class LongInput:
     def n_heads(self) -> int:
         return self.kept.q[0].shape[0]
 
-    def overview(self, layer: int, head: int, tiles: int = TILES) -> Overview:
-        """One pass over the head's causal logits: row normalizers and the pooled pattern."""
-        return overview(*self.kept.head(layer, head), tiles=tiles)
+    def overview(self, layer: int, head: int, tiles: int = TILES, means: bool = True) -> Overview:
+        """One pass over the head's causal logits: row normalizers and the pooled pattern. Without
+        ``means``, where the forward kept the layer's normalizers, the max-pooled tiles alone (no
+        exp: about a third of the work)."""
+        normalizers = None if means else self.kept.lse[layer]
+        return overview(*self.kept.head(layer, head), tiles=tiles,
+                        lse=None if normalizers is None else normalizers[head])
+
+    def needs_means(self, layer: int, pooling: str) -> bool:
+        """Does a view pooled this way need the full pass (mean tiles, or no kept normalizers)?"""
+        return pooling == "mean" or self.kept.lse[layer] is None
 
 
 @dataclass(frozen=True)
@@ -114,7 +122,10 @@ def long_heatmap(
         return LongHeatmap(rows, cols, 1, 1, pooling, None, float(exact.max()), exact, colours)
     everything = range(long.length)
     if rows == everything and cols == everything:
-        pooled, tile_rows, tile_cols = (whole.max if pooling == "max" else whole.mean), whole.tile_rows, whole.tile_cols
+        pooled = whole.max if pooling == "max" else whole.mean
+        if pooled is None:
+            raise ValueError("mean pooling needs an overview with means (LongInput.needs_means)")
+        tile_rows, tile_cols = whole.tile_rows, whole.tile_cols
     else:
         pooled, tile_rows, tile_cols = pooled_region(q, k, whole.lse, rows, cols, tiles=tiles, pooling=pooling)
     if colours == "log":

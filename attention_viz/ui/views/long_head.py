@@ -34,9 +34,10 @@ def long_input(model: str, text: str) -> LongInput:
 
 
 @st.cache_resource(max_entries=32, show_spinner="Computing the head's pattern block by block…")
-def head_overview(_long: LongInput, identity: tuple, layer: int, head: int) -> Overview:
-    """One pass per head (normalizers and pooled tiles); ``identity`` = (model, text) names ``_long``."""
-    return _long.overview(layer, head, TILES)
+def head_overview(_long: LongInput, identity: tuple, layer: int, head: int, means: bool) -> Overview:
+    """One pass per head (pooled tiles, and the normalizers unless the forward kept them);
+    ``identity`` = (model, text) names ``_long``."""
+    return _long.overview(layer, head, TILES, means)
 
 
 def whole_for_a_new_text(identity: tuple) -> None:
@@ -78,7 +79,7 @@ def render(result: AttentionResult) -> None:
         k0 = integer("First key", 0, n - 1, "head_long_k0", 0)
         k1 = integer("Last key", 0, n - 1, "head_long_k1", n - 1)
     rows, cols = clamp_region(n, q0, q1), clamp_region(n, k0, k1)
-    whole = head_overview(long, (result.model, text), layer, head)
+    whole = head_overview(long, (result.model, text), layer, head, long.needs_means(layer, pooling))
     heatmap = long_heatmap(long, layer, head, whole, rows, cols, pooling, colours=colours)
     title = f"layer {layer}, head {head}: queries {rows.start}–{rows.stop - 1}, keys {cols.start}–{cols.stop - 1}"
     chart(st, cache.figure(long_heatmap_figure, heatmap, long.tokens.labels, title), key="head_long_chart",
