@@ -1,7 +1,8 @@
 """Long inputs on a tiny 2-layer rotary model (untrained, seeded: this measures cost, not meaning):
-the forward that keeps each layer's rotated queries and keys, one head's overview (normalizers plus
-max- and mean-pooled tiles in one pass), a zoom step, exact cells, and every head's overview (the
-all-heads grid), with what the browser would receive.
+the forward that keeps each layer's rotated queries and keys (and the normalizers its fused attention
+returns), one head's max-pooled overview from those normalizers, the full pass (normalizers plus max-
+and mean-pooled tiles: mean pooling, or the last layer), a zoom step, exact cells, and every head's
+overview (the all-heads grid), with what the browser would receive.
 
 ``python -m benchmarks.long --tokens 8192 32768`` runs each length in a fresh process and prints one
 JSON line per length: wall seconds per step (``*_s``), CPU seconds of the process's threads
@@ -84,18 +85,21 @@ def measure(tokens: int) -> dict:
     clock = Clock()
     with clock.step("forward"):
         kept = queries_and_keys(model, ids)
-    q, k = kept.head(1, 0)
-    with clock.step("head_overview"):
-        view = overview(q, k, tiles=TILES)
+    q, k = kept.head(0, 0)  # the head view's first head
+    with clock.step("head_overview"):  # max tiles, the layer's normalizers kept by the forward: no exp
+        view = overview(q, k, tiles=TILES, lse=kept.lse[0][0])
+    with clock.step("head_overview_full"):  # the full pass: mean tiles, or a head of the last layer
+        overview(*kept.head(config.N - 1, 0), tiles=TILES)
     last = range(tokens - ZOOM, tokens)
     with clock.step("zoom_step"):
         zoomed, _, _ = pooled_region(q, k, view.lse, last, last, tiles=TILES)
     with clock.step("exact_cells"):  # the last 512 × 512, their rows' normalizers recomputed in float64
         pattern_block(q, k, range(tokens - TILES, tokens), range(tokens - TILES, tokens))
-    with clock.step("grid"):  # every head's overview: the all-heads grid's thumbnails
+    with clock.step("grid"):  # every head's max overview: the all-heads grid's thumbnails
         for layer in range(config.N):
             for head in range(config.h):
-                overview(*kept.head(layer, head), tiles=TILES)
+                normalizers = kept.lse[layer]
+                overview(*kept.head(layer, head), tiles=TILES, lse=None if normalizers is None else normalizers[head])
     return {
         "tokens": tokens,
         "torch_threads": torch.get_num_threads(),
