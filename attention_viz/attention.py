@@ -56,13 +56,19 @@ def masked_softmax(
     return (None if in_place else scores), pattern
 
 
-def query_key_products(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-    """Q Kᵀ (..., Tq, Tk). Without gradients it is written into recycled memory (see
-    :mod:`attention_viz.buffers`): fresh pages cost more than the product itself at 512 tokens."""
-    if query.requires_grad or key.requires_grad or query.device.type != "cpu":
-        return query @ key.transpose(-2, -1)
-    shape = (*torch.broadcast_shapes(query.shape[:-2], key.shape[:-2]), query.size(-2), key.size(-2))
-    return torch.matmul(query, key.transpose(-2, -1), out=buffers.empty(shape, query.dtype))
+def query_key_products(query: torch.Tensor, key: torch.Tensor, factor: float = 1.0) -> torch.Tensor:
+    """factor · Q Kᵀ (..., Tq, Tk). Without gradients it is written into recycled memory (see
+    :mod:`attention_viz.buffers`: fresh pages cost more than the product itself at 512 tokens), with
+    the factor applied inside the matrix product rather than in a pass over Q."""
+    batch = query.shape[:-2]
+    if query.requires_grad or key.requires_grad or query.device.type != "cpu" or key.shape[:-2] != batch:
+        return (query * factor if factor != 1.0 else query) @ key.transpose(-2, -1)
+    (tq, d_k), tk = query.shape[-2:], key.size(-2)
+    scores = buffers.empty((*batch, tq, tk), query.dtype)
+    flat = scores.view(-1, tq, tk)  # beta=0: the uninitialized input is ignored, NaNs included
+    torch.baddbmm(flat, query.reshape(-1, tq, d_k), key.reshape(-1, tk, d_k).transpose(1, 2), beta=0, alpha=factor,
+                  out=flat)
+    return scores
 
 
 def scaled_dot_product_attention(
@@ -91,11 +97,8 @@ def scaled_dot_product_attention(
     if key.dim() > 2 and key.size(-3) != query.size(-3):  # grouped-query: fewer K/V heads than query heads
         groups = kv_groups(query.size(-3), key.size(-3))
         key, value = repeat_kv(key, groups), repeat_kv(value, groups)
-    if scale:
-        # 1/√d_k on the (Tq, d_k) queries gives the same logits as on the (Tq, Tk) scores, for
-        # d_k/Tk of the work
-        query = query * (1.0 / math.sqrt(d_k))
-    scores = query_key_products(query, key)  # (..., Tq, Tk)
+    # 1/√d_k applied with the product (or on the (Tq, d_k) queries), never in a pass over (Tq, Tk)
+    scores = query_key_products(query, key, 1.0 / math.sqrt(d_k) if scale else 1.0)  # (..., Tq, Tk)
     scores, pattern = masked_softmax(scores, mask, overwrite=not keep_scores)
     weights = dropout(pattern) if dropout is not None else pattern
     return Attention(weights @ value, pattern, scores)
