@@ -90,8 +90,10 @@ def new_page(browser: Browser, width: int = VIEWPORT["width"], height: int = VIE
 
 def reset(page: Page) -> None:
     """The page as a fresh one for the next test: its Streamlit session ended (a blank document), no
-    cookies, no local or session storage, the default viewport. Only its renderer process stays warm."""
+    cookies, no local or session storage, no routes, the default viewport. Only its renderer process
+    stays warm."""
     page.evaluate("() => { try { localStorage.clear(); sessionStorage.clear(); } catch (e) {} }")
+    page.unroute_all(behavior="ignoreErrors")
     page.goto("about:blank")
     page.context.clear_cookies()
     page.set_viewport_size(VIEWPORT)

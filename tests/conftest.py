@@ -20,9 +20,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 # The real-browser tests' fixtures: per test process (one xdist worker), the app served as `make run`
-# does, one Chromium and one tab; per test, that tab handed over clean (see browser.reset) and a check
-# that the page threw no JavaScript error. The tab is reused because a page load in a new tab costs
-# Chromium ~8 CPU-s here and one in a tab that has loaded the app before ~2.5 (its renderer is warm).
+# does, one Chromium and two tabs, one for the app and one for pages opened from disk; per test, a tab
+# handed over clean (see browser.reset) and a check that its page threw no JavaScript error. Tabs are
+# reused because a page load in a new tab costs Chromium ~8 CPU-s here and one in a tab that has loaded
+# the app before ~2.5 (its renderer is warm); pages from disk get their own tab because a tab that
+# goes from the app to a file and back changes renderer, and starts cold, each time.
 @pytest.fixture(scope="session")
 def app_url() -> Iterator[str]:
     from browser import served_app
@@ -39,8 +41,7 @@ def browser():
         yield b
 
 
-@pytest.fixture(scope="session")
-def tab(browser):
+def _tab(browser):
     from browser import new_page
 
     tab = new_page(browser)
@@ -48,29 +49,58 @@ def tab(browser):
     tab.context.close()
 
 
-@pytest.fixture
-def page(tab):
+@pytest.fixture(scope="session")
+def app_tab(browser):
+    yield from _tab(browser)
+
+
+@pytest.fixture(scope="session")
+def disk_tab(browser):
+    yield from _tab(browser)
+
+
+def _handed_over(tab, allowed: list[str]):
     from browser import reset
 
     errors: list[str] = []
-    record = lambda e: errors.append(str(e))  # noqa: E731 - the handler removed below
+
+    def record(error) -> None:
+        errors.append(str(error))
+
     tab.on("pageerror", record)
     yield tab
     tab.remove_listener("pageerror", record)
     reset(tab)
-    assert not errors, errors
+    assert [e for e in errors if e not in allowed] == [], errors
 
 
 @pytest.fixture
-def listen(page):
-    """``listen(event, handler)``: a handler on the test's page, removed when the test ends (the tab
-    outlives the test)."""
+def allowed_page_errors() -> list[str]:
+    """Page errors a test provokes on purpose (it appends them); any other fails the test."""
+    return []
+
+
+@pytest.fixture
+def page(app_tab, allowed_page_errors):
+    """The app's tab, for this test."""
+    yield from _handed_over(app_tab, allowed_page_errors)
+
+
+@pytest.fixture
+def disk_page(disk_tab, allowed_page_errors):
+    """The tab for pages opened from disk (exported figures, notebook outputs), for this test."""
+    yield from _handed_over(disk_tab, allowed_page_errors)
+
+
+@pytest.fixture
+def listen():
+    """``listen(page, event, handler)``: a handler removed when the test ends (the tab outlives it)."""
     added = []
 
-    def add(event: str, handler) -> None:
+    def add(page, event: str, handler) -> None:
         page.on(event, handler)
-        added.append((event, handler))
+        added.append((page, event, handler))
 
     yield add
-    for event, handler in added:
+    for page, event, handler in added:
         page.remove_listener(event, handler)

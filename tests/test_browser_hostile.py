@@ -17,12 +17,17 @@ INJECTED = """() => ({
 CLEAN = {"handlers": 0, "images": 0, "svgs": 0, "scripts": 0}
 
 
-def test_hostile_text_stays_text_in_every_view_and_in_the_exported_html(app_url, page, listen, tmp_path):
+def test_hostile_text_stays_text_in_every_view_and_in_the_exported_html(app_url, page, disk_page, listen, tmp_path):
     """One session opens the hostile text from a link and picks each view in the sidebar; then the
     head view's figure is exported and opened from disk."""
     page.set_viewport_size({"width": 1300, "height": 900})
     dialogs: list[str] = []
-    listen("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+    def on_dialog(dialog) -> None:  # on the app's page, then on the exported file's
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    listen(page, "dialog", on_dialog)
     page.goto(f"{app_url}/?{urllib.parse.urlencode({'text': HOSTILE, 'view': 'head'})}")
     wait_for_heatmap(page)
     for view in ["grid", "compare", "focus", "layers", "head"]:
@@ -43,16 +48,16 @@ def test_hostile_text_stays_text_in_every_view_and_in_the_exported_html(app_url,
     # the sentence rides in the figure's JSON (the subtitle) as data: escaped, never as markup
     assert "<script>alert" not in path.read_text(encoding="utf-8")
 
-    page.set_viewport_size({"width": 1400, "height": 1000})
     dialogs.clear()
+    listen(disk_page, "dialog", on_dialog)
     requests: list[str] = []
-    listen("request", lambda r: requests.append(r.url))
-    page.goto(path.as_uri())
-    wait_for_heatmap(page)
-    page.wait_for_timeout(800)
-    assert dialogs == [] and page.evaluate(INJECTED) == CLEAN
+    listen(disk_page, "request", lambda r: requests.append(r.url))
+    disk_page.goto(path.as_uri())
+    wait_for_heatmap(disk_page)
+    disk_page.wait_for_timeout(800)
+    assert dialogs == [] and disk_page.evaluate(INJECTED) == CLEAN
     assert all(url.startswith(("file:", "data:", "blob:")) for url in requests), requests  # offline
-    assert "script" in page.locator(".xtick text").all_text_contents()
+    assert "script" in disk_page.locator(".xtick text").all_text_contents()
 
 
 # Markdown and LaTeX from a link: Streamlit renders Markdown in alerts, captions and headings, so a
@@ -79,7 +84,7 @@ SHOWN = "document.body.innerText + [...document.querySelectorAll('input, textare
 def test_markdown_and_latex_from_a_link_stay_text(app_url, page, listen, where):
     page.set_viewport_size({"width": 1300, "height": 900})
     requests: list[str] = []
-    listen("request", lambda r: requests.append(r.url))
+    listen(page, "request", lambda r: requests.append(r.url))
     page.goto(f"{app_url}/?{urllib.parse.urlencode(MARKDOWN_LINKS[where])}")
     # shown, as text (or kept in its box), once the run has drawn it
     page.wait_for_function(f"() => ({SHOWN}).includes('evil.example')", timeout=90_000)

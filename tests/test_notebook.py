@@ -8,7 +8,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from browser import chromium, new_page
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,20 +63,20 @@ def test_its_outputs_are_what_it_says(executed):
     assert exported.startswith("attention.html ") and (folder / "attention.html").stat().st_size > 4_000_000
 
 
-def test_an_inline_output_draws_offline_in_a_browser(executed, tmp_path):
+def test_an_inline_output_draws_offline_in_a_browser(executed, disk_page, listen, tmp_path):
     notebook, _ = executed
     page_file = tmp_path / "output.html"
     page_file.write_text(f"<!DOCTYPE html><html><body>{frame_of(outputs(notebook, 'pair = av.run('))}</body></html>",
                          encoding="utf-8")
-    with chromium() as browser:
-        page = new_page(browser, 1200, 1000)
-        blocked, errors = [], []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(("file:", "about:"))
-                   else (blocked.append(route.request.url), route.abort()))
-        page.goto(page_file.as_uri())
-        frame = page.frames[1]
-        frame.wait_for_selector("body[data-drawn='cross:2:mean']", timeout=60_000)
-        frame.wait_for_selector("#chart .heatmaplayer image", timeout=60_000)
-        assert frame.text_content("#heading") == "toy-translate"
-        assert not blocked and not errors
+    page = disk_page
+    page.set_viewport_size({"width": 1200, "height": 1000})
+    blocked, errors = [], []
+    listen(page, "pageerror", lambda error: errors.append(str(error)))
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(("file:", "about:"))
+               else (blocked.append(route.request.url), route.abort()))
+    page.goto(page_file.as_uri())
+    frame = page.frames[1]
+    frame.wait_for_selector("body[data-drawn='cross:2:mean']", timeout=60_000)
+    frame.wait_for_selector("#chart .heatmaplayer image", timeout=60_000)
+    assert frame.text_content("#heading") == "toy-translate"
+    assert not blocked and not errors

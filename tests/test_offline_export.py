@@ -13,7 +13,6 @@ import re
 import numpy as np
 import pytest
 import torch
-from browser import chromium, new_page
 
 import attention_viz as av
 from attention_viz.figures.offline import dequantize, heads_payload, quantize, script_json
@@ -100,12 +99,6 @@ def test_512_tokens_of_minilm_fit_in_30_mb(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def browser():
-    with chromium() as opened:
-        yield opened
-
-
-@pytest.fixture(scope="module")
 def gpt2_folder(tmp_path_factory):
     from test_hf_backend import save_gpt2
 
@@ -116,13 +109,15 @@ def gpt2_folder(tmp_path_factory):
 
 
 class Opened:
-    """One exported page opened from disk, network blocked; what it asked for and what went wrong."""
+    """One exported page opened from disk (in the test's tab), network blocked; what it asked for and
+    what went wrong."""
 
-    def __init__(self, browser, path):
+    def __init__(self, page, listen, path):
         self.blocked, self.errors, self.dialogs = [], [], []
-        self.page = new_page(browser, 1200, 1000)
-        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
-        self.page.on("dialog", lambda dialog: (self.dialogs.append(dialog.message), dialog.dismiss()))
+        self.page = page
+        page.set_viewport_size({"width": 1200, "height": 1000})
+        listen(page, "pageerror", lambda error: self.errors.append(str(error)))
+        listen(page, "dialog", lambda dialog: (self.dialogs.append(dialog.message), dialog.dismiss()))
         self.page.route("**/*", self._only_files)
         self.page.goto(path.as_uri())
         self.page.wait_for_selector("body[data-drawn]", timeout=60_000)
@@ -205,9 +200,9 @@ def weight_in(label: str) -> str:
     return re.search(r"weight\s*([0-9.]+)", label).group(1)
 
 
-def test_encoder_page_draws_switches_and_hovers_the_stored_values(browser, minilm, tmp_path):
+def test_encoder_page_draws_switches_and_hovers_the_stored_values(disk_page, listen, minilm, tmp_path):
     path = av.export(minilm, tmp_path / "minilm.html")
-    opened = Opened(browser, path)
+    opened = Opened(disk_page, listen, path)
     labels = list(minilm.tokens.labels)
     assert opened.page.text_content("#heading") == HOSTILE_MODEL  # the model name, as text
     assert opened.page.title() == f"attention-viz: {HOSTILE_MODEL}, every head"
@@ -267,10 +262,10 @@ def test_encoder_page_draws_switches_and_hovers_the_stored_values(browser, minil
     assert opened.clean(), (opened.blocked, opened.errors, opened.dialogs)
 
 
-def test_decoder_page_is_causal_and_follows_the_keyboard(browser, gpt2_folder, tmp_path):
+def test_decoder_page_is_causal_and_follows_the_keyboard(disk_page, listen, gpt2_folder, tmp_path):
     result = av.run(f"hf:{gpt2_folder}", "hello world, the lazy cat sat on the mat")
     assert result.attentions() == [DECODER_SELF]
-    opened = Opened(browser, av.export(result, tmp_path / "gpt2.html"))
+    opened = Opened(disk_page, listen, av.export(result, tmp_path / "gpt2.html"))
     assert not opened.page.is_visible("#attention-label"), "one attention: no attention choice"
     assert opened.previewed == "decoder:0:0"
     opened.page.click("#readout")  # focus the page, not a select
@@ -287,9 +282,10 @@ def test_decoder_page_is_causal_and_follows_the_keyboard(browser, gpt2_folder, t
     assert opened.clean(), (opened.blocked, opened.errors, opened.dialogs)
 
 
-def test_encoder_decoder_page_switches_to_cross_attention(browser, tmp_path):
+def test_encoder_decoder_page_switches_to_cross_attention(disk_page, listen, tmp_path):
     result = av.run("toy-translate", SOURCE)
-    opened = Opened(browser, av.export(result, tmp_path / "translate.html", attention="decoder", layer=1, head=2))
+    path = av.export(result, tmp_path / "translate.html", attention="decoder", layer=1, head=2)
+    opened = Opened(disk_page, listen, path)
     assert opened.page.input_value("#attention") == "1" and opened.page.is_visible("#attention-label")
     assert opened.previewed == "decoder:1:2"
     assert np.allclose(opened.z(), stored(result, DECODER_SELF, 1, 2), rtol=0, atol=1e-12)
@@ -309,14 +305,16 @@ def test_encoder_decoder_page_switches_to_cross_attention(browser, tmp_path):
     assert opened.clean(), (opened.blocked, opened.errors, opened.dialogs)
 
 
-def test_without_plotly_the_preview_stays_with_the_right_head_and_says_so(browser, tmp_path):
+def test_without_plotly_the_preview_stays_with_the_right_head_and_says_so(disk_page, allowed_page_errors, tmp_path):
     """plotly.js failing (here: replaced by a throw) leaves the canvas showing the opening head, the
     controls disabled and a line saying the view is a still picture."""
     result = av.run("minilm", "The cat sat on the mat.")
     text = av.export(result, tmp_path / "cat.html", layer=2, head=7).read_text(encoding="utf-8")
     broken = re.sub(r'(<script type="text/plain" id="plotly-js">).*?(</script>)', r"\1throw 0\2", text, flags=re.S)
     (tmp_path / "broken.html").write_text(broken, encoding="utf-8")
-    page = new_page(browser, 1000, 900)
+    allowed_page_errors.append("0")  # the throw standing in for plotly.js; no other error
+    page = disk_page
+    page.set_viewport_size({"width": 1000, "height": 900})
     page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:") else route.abort())
     page.goto((tmp_path / "broken.html").as_uri())
     page.wait_for_selector("body[data-preview='encoder:2:7']", timeout=60_000)
@@ -334,4 +332,3 @@ def test_without_plotly_the_preview_stays_with_the_right_head_and_says_so(browse
                               ".getImageData(x, y, 1, 1).data.slice(0, 3))", [int(x * ratio), int(y * ratio)])
         assert pixel == colours(z, scale)[row, column].tolist()
     assert page.evaluate("typeof Plotly") == "undefined" and not page.locator("#chart *").count()
-    page.close()
