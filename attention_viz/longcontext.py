@@ -17,6 +17,7 @@ head's overview of that layer its exps (:func:`attention_viz.analysis.blockwise.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from .analysis.blockwise import QueriesKeys
@@ -51,6 +52,17 @@ def _attention(
     context, lse = _FLASH_CPU(q, keys, v, 0.0, True)
     batch, _, length, _ = context.shape
     return attn.w_o(context.transpose(1, 2).reshape(batch, length, attn.h * attn.d_k)), q, k, lse
+
+
+@torch.inference_mode()
+def normalizers(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """A layer's softmax normalizers (h, T) from its kept q (h, T, d_k) and k (h_kv, T, d_k), by the
+    fused kernel (for the last layer, whose attention the forward skips). They do not depend on the
+    values, so the keys stand in for them."""
+    queries, keys = torch.from_numpy(q)[None], torch.from_numpy(k)[None]
+    if keys.shape[1] != queries.shape[1]:
+        keys = keys.repeat_interleave(queries.shape[1] // keys.shape[1], 1)
+    return _FLASH_CPU(queries, keys, keys, 0.0, True)[1][0].float().numpy().copy()
 
 
 @torch.inference_mode()

@@ -71,7 +71,7 @@ def measure(tokens: int) -> dict:
     import torch
 
     from attention_viz.analysis.blockwise import overview, pattern_block, pooled_region, quantize
-    from attention_viz.longcontext import queries_and_keys
+    from attention_viz.longcontext import normalizers, queries_and_keys
     from attention_viz.model import Transformer, TransformerConfig
 
     torch.manual_seed(0)
@@ -95,11 +95,11 @@ def measure(tokens: int) -> dict:
         zoomed, _, _ = pooled_region(q, k, view.lse, last, last, tiles=TILES)
     with clock.step("exact_cells"):  # the last 512 × 512, their rows' normalizers recomputed in float64
         pattern_block(q, k, range(tokens - TILES, tokens), range(tokens - TILES, tokens))
-    with clock.step("grid"):  # every head's max overview: the all-heads grid's thumbnails
+    with clock.step("grid"):  # every head's max overview, as the all-heads grid makes them
         for layer in range(config.N):
+            lse = kept.lse[layer] if kept.lse[layer] is not None else normalizers(kept.q[layer], kept.k[layer])
             for head in range(config.h):
-                normalizers = kept.lse[layer]
-                overview(*kept.head(layer, head), tiles=TILES, lse=None if normalizers is None else normalizers[head])
+                overview(*kept.head(layer, head), tiles=TILES, lse=lse[head])
     return {
         "tokens": tokens,
         "torch_threads": torch.get_num_threads(),
