@@ -63,10 +63,10 @@ def query_key_products(query: torch.Tensor, key: torch.Tensor, factor: float = 1
     batch = query.shape[:-2]
     if query.requires_grad or key.requires_grad or query.device.type != "cpu" or key.shape[:-2] != batch:
         return (query * factor if factor != 1.0 else query) @ key.transpose(-2, -1)
-    (tq, d_k), tk = query.shape[-2:], key.size(-2)
+    (tq, d_k), tk, n = query.shape[-2:], key.size(-2), math.prod(batch)
     scores = buffers.empty((*batch, tq, tk), query.dtype)
-    flat = scores.view(-1, tq, tk)  # beta=0: the uninitialized input is ignored, NaNs included
-    torch.baddbmm(flat, query.reshape(-1, tq, d_k), key.reshape(-1, tk, d_k).transpose(1, 2), beta=0, alpha=factor,
+    flat = scores.view(n, tq, tk)  # beta=0: the uninitialized input is ignored, NaNs included
+    torch.baddbmm(flat, query.reshape(n, tq, d_k), key.reshape(n, tk, d_k).transpose(1, 2), beta=0, alpha=factor,
                   out=flat)
     return scores
 

@@ -9,13 +9,13 @@ free list (at most :data:`limit_bytes` in all) and a later call of about the sam
 pages already mapped.
 
 A block is free only when nothing refers to it. Each block is a byte tensor read through one numpy
-array, the *owner*; every array, view and tensor handed out is made from the owner, and numpy and
-torch keep a reference to the array they were made from (numpy collapses a chain of views onto the
-first array that is not a view of another array, which is the owner). So the owner dies only after
-the last user, and a ``weakref.finalize`` on it returns the block.
+array, the *owner*; every array, view and tensor handed out is made from the owner, and torch keeps
+a reference to the array it was made from while numpy keeps one to the first array of a chain of
+views whose own base is not an array, which is the owner. So the owner dies only after the last
+user, and a ``weakref.finalize`` on it returns the block.
 
-Blocks are handed out uninitialized: the caller writes every element (``matmul(..., out=)``), so
-nothing crosses from one call to another. Taking and returning are single list operations, atomic
+Blocks are handed out uninitialized: the caller writes every element (``baddbmm(..., out=)``), so
+nothing crosses from one call to another. Taking and returning are single dict operations, atomic
 under the GIL: concurrent calls never get the same block.
 """
 

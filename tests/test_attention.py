@@ -11,6 +11,7 @@ from attention_viz.attention import (
     additive_scores,
     causal_mask,
     padding_mask,
+    query_key_products,
     raw_self_attention,
     scaled_dot_product_attention,
 )
@@ -104,3 +105,23 @@ def test_raw_self_attention_is_softmax_of_gram_matrix_times_x():
     out = raw_self_attention(x)
     torch.testing.assert_close(out.pattern, torch.softmax(x @ x.T, dim=-1))
     torch.testing.assert_close(out.context, torch.softmax(x @ x.T, dim=-1) @ x)
+
+
+@pytest.mark.parametrize(
+    "q_shape, k_shape",
+    [
+        ((2, 3, 5, 8), (2, 3, 7, 8)),
+        ((1, 4, 600, 16), (1, 4, 600, 16)),  # 5.8 MB of scores: written into a recycled block
+        ((600, 16), (600, 16)),  # no batch dimension (the seed's raw self-attention)
+        ((1, 4, 0, 16), (1, 4, 600, 16)),  # no query
+        ((0, 4, 600, 16), (0, 4, 600, 16)),  # empty batch
+        ((2, 3, 5, 8), (1, 3, 7, 8)),  # key broadcast over the batch
+    ],
+)
+def test_the_scaled_product_without_gradients_equals_the_plain_one(q_shape, k_shape):
+    q, k = torch.randn(q_shape), torch.randn(k_shape)
+    plain = (q @ k.transpose(-2, -1)) / 4.0
+    with torch.inference_mode():
+        scores = query_key_products(q, k, 0.25)
+    assert scores.shape == plain.shape and scores.is_contiguous()
+    torch.testing.assert_close(scores, plain)
