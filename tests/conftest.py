@@ -35,6 +35,9 @@ def app_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def browser():
+    """Playwright's sync API, open from the first browser test to the end of the process: its event loop
+    counts as running in the main thread, so a later test that needs asyncio runs it in a thread of
+    its own (test_scale_out)."""
     from browser import chromium
 
     with chromium() as b:
