@@ -16,8 +16,9 @@ sentence box holds 20,000 characters): a first text, then a new one (upload → 
 exact cells and the all-heads grid; bytes are those of the figures' JSON the page sends.
 
 ``--browser`` serves the app (``make run``) and does the same in headless Chromium: the file set on
-the sidebar's file input, seconds until the heatmap of the whole text is drawn, and bytes the
-browser received over the websocket meanwhile.
+the sidebar's file input, seconds until the heatmap of the whole text is drawn, the CPU seconds the
+server and Chromium used meanwhile (on the same cores here), and bytes the browser received over
+the websocket.
 """
 
 from __future__ import annotations
