@@ -18,6 +18,39 @@ os.environ["ATTENTION_VIZ_ATLAS_ROOT"] = tempfile.mkdtemp(prefix="attention-viz-
 # test helpers (browser.py) import as plain modules
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+# The files that take longest (wall time in a full run, slowest first) start first: xdist's loadfile
+# hands files to its workers in collection order, and a long file handed out last runs on alone at
+# the end while the other worker idles.
+SLOWEST_FIRST = [
+    "test_atlas.py", "test_browser.py", "test_every_view.py", "test_cli.py", "test_browser_hostile.py",
+    "test_browser_links.py", "test_bad_input.py", "test_offline_export.py", "test_browser_many.py",
+    "test_load_benchmark.py", "test_scale_out.py", "test_explain_pages.py", "test_app.py", "test_browser_image.py",
+    "test_notebook.py", "test_trained_corpus.py",
+]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
+
+# The tests that drive the served app in Chromium run on one worker, one after another: a worker that
+# runs any of them starts a server (~14 CPU-s with its first run), Chromium and a tab whose first page
+# load is cold (~+5.5 CPU-s), once.
+APP_IN_A_BROWSER = ("test_browser.py", "test_browser_hostile.py", "test_browser_links.py", "test_browser_many.py",
+                    "test_browser_image.py")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    from xdist.scheduler import LoadFileScheduling
+
+    class OneWorkerForTheBrowser(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            return "the app in a browser" if Path(file).name in APP_IN_A_BROWSER else file
+
+    return OneWorkerForTheBrowser(config, log) if config.getvalue("dist") == "loadfile" else None
+
 
 # The real-browser tests' fixtures: per test process (one xdist worker), the app served as `make run`
 # does, one Chromium and two tabs, one for the app and one for pages opened from disk; per test, a tab
