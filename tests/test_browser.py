@@ -38,7 +38,7 @@ def test_type_a_sentence_choose_layer_and_head_and_see_its_tokens(app_url, page)
     assert link["view"] == "head"
 
 
-def test_a_shared_url_opens_that_exact_view(app_url, page, tmp_path):
+def test_a_shared_url_opens_that_exact_view_and_the_weighting_choice_redraws_it_into_the_link(app_url, page, tmp_path):
     page.goto(f"{app_url}/?{urllib.parse.urlencode(SHARED_VIEW)}")
     wait_for_heatmap(page, "layer 3, head 1")
     labels = x_tick_labels(page)
@@ -46,7 +46,10 @@ def test_a_shared_url_opens_that_exact_view(app_url, page, tmp_path):
     shot = tmp_path / "view.png"  # the README's picture is made by `make screenshot`, never by a test
     page.screenshot(path=str(shot), full_page=False)
     assert shot.stat().st_size > 20_000
-
+    # the same page goes on (one page load fewer): the head redrawn as value-weighted norms
+    page.get_by_text("value-weighted norms", exact=True).click()
+    wait_for_heatmap(page, "layer 3, head 1 · value-weighted norms")
+    wait_for_link(page, {"weighting": "norms", "view": "head"})
 
 
 VIEWS = [
@@ -83,7 +86,7 @@ def test_every_page_opens_without_an_error(app_url, page):
     assert broken == {}
 
 
-def test_clicking_a_head_in_the_grid_enlarges_it(app_url, page):
+def test_clicking_a_head_in_the_grid_enlarges_it_and_in_token_focus_opens_its_row(app_url, page):
     page.goto(f"{app_url}/?view=grid")
     wait_for_heatmap(page, "layer 0, head 0")  # the enlarged head before any click
     grid = page.locator(".js-plotly-plot").first
@@ -93,6 +96,12 @@ def test_clicking_a_head_in_the_grid_enlarges_it(app_url, page):
     tiles.nth(2 * 12 + 7).click(force=True)  # layer 2, head 7
     wait_for_heatmap(page, "layer 2, head 7")
     wait_for_link(page, {"layer": "2", "head": "7", "view": "grid"})
+
+    open_view(page, "focus")  # in the sidebar (one page load fewer)
+    page.wait_for_selector(".js-plotly-plot .scatterlayer .points path", timeout=60_000)
+    cells = page.locator(".js-plotly-plot").first.locator(".scatterlayer .points path")
+    cells.nth(3 * 12 + 1).click(force=True)  # layer 3, head 1
+    wait_for_link(page, {"layer": "3", "head": "1", "view": "focus"})
 
 
 PLOTS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => ({
@@ -133,19 +142,3 @@ def test_side_by_side_figures_share_one_colour_range_and_the_camera_saves_at_sca
     wait_for_link(page, {"separate": "1"})
     first, second = side_by_side(page)
     assert first["zmax"] != second["zmax"]
-
-
-def test_clicking_a_head_in_token_focus_opens_its_row(app_url, page):
-    page.goto(f"{app_url}/?view=focus")
-    page.wait_for_selector(".js-plotly-plot .scatterlayer .points path", timeout=60_000)
-    cells = page.locator(".js-plotly-plot").first.locator(".scatterlayer .points path")
-    cells.nth(3 * 12 + 1).click(force=True)  # layer 3, head 1
-    wait_for_link(page, {"layer": "3", "head": "1", "view": "focus"})
-
-
-def test_the_weighting_choice_redraws_the_head_as_value_weighted_norms_and_goes_into_the_link(app_url, page):
-    page.goto(f"{app_url}/?view=head")
-    wait_for_heatmap(page, "layer 3, head 1")
-    page.get_by_text("value-weighted norms", exact=True).click()
-    wait_for_heatmap(page, "layer 3, head 1 · value-weighted norms")
-    wait_for_link(page, {"weighting": "norms", "view": "head"})
