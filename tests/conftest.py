@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # The files that take longest (wall time in a full run, slowest first) start first: xdist's loadfile
 # hands files to its workers in collection order, and a long file handed out last runs on alone at
-# the end while the other worker idles.
+# the end while the other workers idle.
 SLOWEST_FIRST = [
     "test_atlas.py", "test_browser.py", "test_every_view.py", "test_cli.py", "test_browser_hostile.py",
     "test_browser_links.py", "test_bad_input.py", "test_offline_export.py", "test_browser_many.py",
