@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from apphelpers import app, switch_view
+from apphelpers import app, plain, switch_view
 from single_view import array, figures, link, problems
 from test_ours_decoder import WORDS, save
 
@@ -192,3 +192,26 @@ def test_short_texts_and_other_models_keep_the_ordinary_head_view(folders):
     at = app(view="head", model=f"hf:{folders / 'llama'}", text=long_text(50))
     assert problems(at) == [] and not at.info
     assert figures(at)[0]["data"][0]["z"]["dtype"] == "f4"
+
+
+def test_reading_a_long_text_takes_a_heavy_slot_refused_while_the_server_is_full(folders):
+    from test_heavy import held
+
+    from attention_viz.ui.heavy import heavy
+    from attention_viz.ui.views import long_head
+
+    model, text = f"hf:{folders / 'llama'}", long_text(seed=2)  # a text no other test has read
+    long_head.long_input.clear()
+    with held(heavy, heavy.slots):
+        busy = app(view="head", model=model, text=text)
+        assert not busy.exception
+        assert any("busy with other heavy work, so reading the whole text" in plain(e.value) for e in busy.error)
+        assert figures(busy) == []
+    busy.run()  # the refusal was not cached: with a free slot the text is read and drawn
+    assert problems(busy) == [] and figures(busy)[0]["data"][0]["z"]["dtype"] == "u1"
+    busy.slider(key="head_layer").set_value(1).run()
+    with held(heavy, heavy.slots):  # another head's pass is heavy work too; the text stays read
+        busy.select_slider(key="head_head").set_value(3).run()
+        assert any("busy with other heavy work, so this head's pass" in plain(e.value) for e in busy.error)
+    busy.run()
+    assert problems(busy) == [] and "layer 1, head 3" in figures(busy)[0]["layout"]["title"]["text"]

@@ -15,6 +15,7 @@ from ...result import AttentionResult
 from .. import cache
 from ..controls import layer_head_picker
 from ..export import chart
+from ..heavy import heavy
 from ..widgets import choice, integer
 
 POOLING_NAMES = {"max": "max (the strongest weight in each tile)", "mean": "mean (the average weight of each tile)"}
@@ -29,15 +30,18 @@ def applies(result: AttentionResult) -> bool:
 
 @st.cache_resource(max_entries=4, show_spinner="Reading the whole text (queries and keys of every layer)…")
 def long_input(model: str, text: str) -> LongInput:
-    """Per (model, text): layers × heads × tokens × d_k floats, never tokens²."""
-    return cache.backend(model).long_input(text)
+    """Per (model, text): layers × heads × tokens × d_k floats, never tokens². Seconds of CPU at 32k
+    tokens: a slot of the server's heavy work (refused, not queued, when every slot is taken)."""
+    with heavy("reading the whole text"):
+        return cache.backend(model).long_input(text)
 
 
 @st.cache_resource(max_entries=32, show_spinner="Computing the head's pattern block by block…")
 def head_overview(_long: LongInput, identity: tuple, layer: int, head: int, means: bool) -> Overview:
     """One pass per head (pooled tiles, and the normalizers unless the forward kept them);
-    ``identity`` = (model, text) names ``_long``."""
-    return _long.overview(layer, head, TILES, means)
+    ``identity`` = (model, text) names ``_long``. A pass over T²/2 logits: heavy work, like the forward."""
+    with heavy("this head's pass over the whole text"):
+        return _long.overview(layer, head, TILES, means)
 
 
 def whole_for_a_new_text(identity: tuple) -> None:
