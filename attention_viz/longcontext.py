@@ -13,6 +13,11 @@ that layer stops at its q and k projections: its attention and feed-forward (hal
 2-layer model at 32k tokens, the attention being T²/2 logits per head) are never run. The other
 layers' fused attention also returns its softmax normalizers (``lse``): kept, they spare every
 head's overview of that layer its exps (:func:`attention_viz.analysis.blockwise.overview`).
+
+A layer with a sliding window of W positions (Mistral; not those in ``config.full_attention_layers``)
+runs the same kernel a block of queries at a time over the band of keys that block can see,
+[r0 − W + 1, r1), with an additive mask of that band: B × (B + W − 1) logits per block, O(T·W) in
+all, and the normalizers come back over the band only, as the patterns need them.
 """
 
 from __future__ import annotations
@@ -38,10 +43,30 @@ def _queries_keys(attn: MultiHeadAttention, x: torch.Tensor) -> tuple[torch.Tens
 # directly: beside its output it returns the softmax normalizers it computed anyway, which every
 # head's overview of this layer then reuses instead of summing T²/2 exps again.
 _FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+WINDOW_BLOCK = 512  # queries per block of a windowed layer: a mask of 512 × (512 + W − 1) floats
+
+
+def _fused(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Causal attention, each query limited to its last ``window`` keys (None: the whole past), by
+    the fused kernel: (context (1, h, T, d_k), lse (1, h, T)). q, k, v (1, h, T, d_k)."""
+    if window is None:
+        return _FLASH_CPU(q, k, v, 0.0, True)
+    length = q.shape[2]
+    contexts, lses = [], []
+    for r0 in range(0, length, WINDOW_BLOCK):
+        r1, c0 = min(length, r0 + WINDOW_BLOCK), max(0, r0 - window + 1)
+        offset = torch.arange(r0, r1)[:, None] - torch.arange(c0, r1)[None, :]  # query − key
+        band = torch.zeros(offset.shape).masked_fill((offset < 0) | (offset >= window), float("-inf"))
+        context, lse = _FLASH_CPU(q[:, :, r0:r1], k[:, :, c0:r1], v[:, :, c0:r1], 0.0, False, attn_mask=band)
+        contexts.append(context)
+        lses.append(lse)
+    return torch.cat(contexts, 2), torch.cat(lses, 2)
 
 
 def _attention(
-    attn: MultiHeadAttention, x: torch.Tensor
+    attn: MultiHeadAttention, x: torch.Tensor, window: int | None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Causal self-attention with the fused kernel; returns (output, q, k, lse (1, h, T))."""
     q, k = _queries_keys(attn, x)
@@ -49,20 +74,20 @@ def _attention(
     keys = k
     if attn.h_kv != attn.h:  # the kernel reads one K/V head per query head: repeat each for its group
         keys, v = k.repeat_interleave(attn.h // attn.h_kv, 1), v.repeat_interleave(attn.h // attn.h_kv, 1)
-    context, lse = _FLASH_CPU(q, keys, v, 0.0, True)
+    context, lse = _fused(q, keys, v, window)
     batch, _, length, _ = context.shape
     return attn.w_o(context.transpose(1, 2).reshape(batch, length, attn.h * attn.d_k)), q, k, lse
 
 
 @torch.inference_mode()
-def normalizers(q: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """A layer's softmax normalizers (h, T) from its kept q (h, T, d_k) and k (h_kv, T, d_k), by the
-    fused kernel (for the last layer, whose attention the forward skips). They do not depend on the
-    values, so the keys stand in for them."""
+def normalizers(q: np.ndarray, k: np.ndarray, window: int | None = None) -> np.ndarray:
+    """A layer's softmax normalizers (h, T) from its kept q (h, T, d_k) and k (h_kv, T, d_k), over
+    each query's last ``window`` keys (None: all it sees), by the fused kernel (for the last layer,
+    whose attention the forward skips). They do not depend on the values: the keys stand in for them."""
     queries, keys = torch.from_numpy(q)[None], torch.from_numpy(k)[None]
     if keys.shape[1] != queries.shape[1]:
         keys = keys.repeat_interleave(queries.shape[1] // keys.shape[1], 1)
-    return _FLASH_CPU(queries, keys, keys, 0.0, True)[1][0].float().numpy().copy()
+    return _fused(queries, keys, keys, window)[1][0].float().numpy().copy()
 
 
 @torch.inference_mode()
@@ -71,19 +96,20 @@ def queries_and_keys(model: Transformer, ids: torch.Tensor) -> QueriesKeys:
     config = model.config
     if config.shape != "decoder-only" or model.decoder is None:
         raise ModelError("long inputs need a decoder-only model")
-    if config.sliding_window is not None:
-        raise ModelError("long inputs with a sliding window are not supported yet")
     decoder = model.decoder
     x = decoder.embed(ids)  # (1, T, d_model)
+    length = ids.shape[1]
+    # each layer's window; None where it restricts nothing (full-attention layers, or W ≥ T)
+    windows = [None if w is None or w >= length else w for w in decoder.windows]
     qs, ks, lses = [], [], []
-    for i, layer in enumerate(decoder.layers):
+    for i, (layer, window) in enumerate(zip(decoder.layers, windows)):
         attn_sub, ffn_sub = layer.sublayers[0], layer.sublayers[-1]
         attn_in = attn_sub.norm(x) if attn_sub.pre_norm else x  # parallel residual is pre-LN too
         if i == len(decoder.layers) - 1:  # the last layer's output is never read: its q and k are all we keep
             q, k = _queries_keys(layer.self_attn, attn_in)
             lse = None
         else:
-            out, q, k, lse = _attention(layer.self_attn, attn_in)
+            out, q, k, lse = _attention(layer.self_attn, attn_in, window)
             if layer.parallel_residual:
                 x = x + out + layer.feed_forward(ffn_sub.norm(x))
             elif attn_sub.pre_norm:
@@ -95,4 +121,4 @@ def queries_and_keys(model: Transformer, ids: torch.Tensor) -> QueriesKeys:
         qs.append(q[0].float().numpy().copy())
         ks.append(k[0].float().numpy().copy())
         lses.append(None if lse is None else lse[0].float().numpy().copy())
-    return QueriesKeys(qs, ks, lses)
+    return QueriesKeys(qs, ks, lses, windows)

@@ -15,6 +15,11 @@ and lse[r] = log Σ_c exp(s[r, c]) its row's softmax normalizer. So from the lay
   with normalizers of its own rows (:func:`normalizers`);
 * :func:`quantize` turns pooled tiles into uint8 plus one scale for the browser.
 
+A sliding window of W positions (Mistral) limits row r to keys [r − W + 1, r]: every function takes
+the layer's ``window`` (None: the whole causal past); keys outside the band get −∞ (probability
+exactly 0), the normalizers sum over the band alone, and the passes start each block of rows at the
+first key its band reaches, so a windowed head costs T × (W + block) logits instead of T²/2.
+
 Precision and speed. The pooled passes (overview, zooms) are the heavy part — T²/2 logits per head,
 half a billion at 32k tokens — and run in float32: BLAS for the logits, numpy's SIMD exp, column
 chunks that stay in the core's cache, the row blocks spread over the cores on threads (numpy releases
@@ -53,6 +58,8 @@ class QueriesKeys:
     # per layer (h, T): the softmax normalizers the forward's fused attention returned with its
     # output; None for the last layer, whose attention the forward skips
     lse: list[np.ndarray | None]
+    # per layer: the sliding window each query's keys are limited to; None for the whole causal past
+    window: list[int | None]
 
     def head(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
         """(q, k) of one query head, k being the K/V head its group reads."""
@@ -144,19 +151,35 @@ def _scaled(q: np.ndarray, dtype: type) -> np.ndarray:
     return np.asarray(q, dtype=dtype) * dtype(1.0 / math.sqrt(q.shape[-1]))
 
 
-def _mask_future(s: np.ndarray, rows: range, cols: range) -> None:
-    """−inf (in place) where a key lies in the query's future; only keys after rows.start can.
+def _mask_outside(s: np.ndarray, rows: range, cols: range, window: int | None = None) -> None:
+    """−inf (in place) where a key lies in the query's future (only keys after rows.start can) or,
+    given a ``window``, W or more positions back (only keys before rows.stop − W can).
     ``s`` is (rows, cols), or a transposed view of a (cols, rows) array."""
     if cols.stop - 1 > rows.start:
         first = max(rows.start, cols.start)
         future = np.arange(first, cols.stop)[None, :] > np.arange(rows.start, rows.stop)[:, None]
         np.copyto(s[:, first - cols.start :], -np.inf, where=future)
+    if window is not None and cols.start < rows.stop - window:
+        end = min(cols.stop, rows.stop - window)
+        gone = np.arange(cols.start, end)[None, :] <= np.arange(rows.start, rows.stop)[:, None] - window
+        np.copyto(s[:, : end - cols.start], -np.inf, where=gone)
+
+
+def _first_key(rows: range, cols: range, window: int | None) -> int:
+    """The first key of ``cols`` any row of ``rows`` may see."""
+    return cols.start if window is None else max(cols.start, rows.start - window + 1)
+
+
+def _check_window(window: int | None, causal: bool) -> None:
+    if window is not None and (window < 1 or not causal):
+        raise ValueError(f"a sliding window is causal and at least one position, got {window} (causal={causal})")
 
 
 def _tiles(q: np.ndarray, k: np.ndarray, rows: range, cols: range, tile: int, causal: bool, chunk: int,
-           sums: bool = True) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+           sums: bool = True, window: int | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """For each row of ``rows`` and each tile of ``tile`` keys of ``cols``: the largest logit and
-    Σ exp(s − that largest), float32 (len(rows), tiles); −inf and 0 for tiles wholly in the future.
+    Σ exp(s − that largest), float32 (len(rows), tiles); −inf and 0 for tiles wholly in the future
+    or wholly before the ``window`` (never computed: the chunks start at the band's first tile).
     q is scaled by 1/√d_k already; ``chunk`` (whole tiles) keys at a time, to stay in cache.
     ``sums=False``: the maxima alone (sums left 0) — max pooling with known normalizers needs no exp.
 
@@ -169,11 +192,12 @@ def _tiles(q: np.ndarray, k: np.ndarray, rows: range, cols: range, tile: int, ca
     last = min(cols.stop, rows.stop) if causal else cols.stop  # keys after the block's last row: never seen
     ones = np.ones(tile, dtype=np.float32)
     queries = q[rows.start : rows.stop].T  # (d_k, rows)
-    for c0 in range(cols.start, last, chunk):
+    start = cols.start + (_first_key(rows, cols, window) - cols.start) // tile * tile  # chunks hold whole tiles
+    for c0 in range(start, last, chunk):
         part = range(c0, min(last, c0 + chunk))
         s = k[part.start : part.stop] @ queries  # (keys, rows) float32
         if causal:
-            _mask_future(s.T, rows, part)
+            _mask_outside(s.T, rows, part, window)
         width = math.ceil(len(part) / tile) * tile
         if width != len(part):
             s = np.pad(s, ((0, width - len(part)), (0, 0)), constant_values=-np.inf)
@@ -203,7 +227,7 @@ def _cells(length: int, tile: int) -> np.ndarray:
 
 def overview(
     q: np.ndarray, k: np.ndarray, tiles: int = 512, causal: bool = True, block_rows: int = 256, chunk: int = 256,
-    workers: int | None = None, lse: np.ndarray | None = None,
+    workers: int | None = None, lse: np.ndarray | None = None, window: int | None = None,
 ) -> Overview:  # fmt: skip
     """One pass: normalizers and the max-/mean-pooled pattern of one head (float32, ~1e-5 relative).
 
@@ -211,8 +235,10 @@ def overview(
     pattern is cut into tiles of ⌈T / tiles⌉ tokens each way. ``workers`` threads (default: the
     cores this process may use, at most 4). Given ``lse`` (T,) (the normalizers the forward's fused
     attention returned), the pass takes each tile's largest logit alone — no exp, about a third of
-    the work — and gives the max-pooled tiles only (``mean`` None).
+    the work — and gives the max-pooled tiles only (``mean`` None). ``window``: the layer's sliding
+    window (the normalizers are then over each row's band).
     """
+    _check_window(window, causal)
     q, k = _scaled(q, np.float32), np.asarray(k, dtype=np.float32)
     n = q.shape[0]
     t = tile_size(n, tiles)
@@ -225,7 +251,7 @@ def overview(
     pooled_sum = np.zeros((n_tiles, n_tiles), dtype=np.float64)
 
     def block(rows: range) -> None:
-        tile_max, tile_sum = _tiles(q, k, rows, range(n), t, causal, chunk, sums)
+        tile_max, tile_sum = _tiles(q, k, rows, range(n), t, causal, chunk, sums, window)
         tile_max = tile_max.astype(np.float64)
         finite = np.isfinite(tile_max)
         if sums:
@@ -245,34 +271,41 @@ def overview(
     return Overview(lse, pooled_max, mean, t, t)
 
 
-def _logits64(q: np.ndarray, k: np.ndarray, rows: range, cols: range, causal: bool) -> np.ndarray:
-    """(len(rows), len(cols)) float64 logits, −inf in the future; q scaled already."""
+def _logits64(q: np.ndarray, k: np.ndarray, rows: range, cols: range, causal: bool,
+              window: int | None = None) -> np.ndarray:  # fmt: skip
+    """(len(rows), len(cols)) float64 logits, −inf outside the band; q scaled already."""
     s = q[rows.start : rows.stop] @ k[cols.start : cols.stop].T
     if causal:
-        _mask_future(s, rows, cols)
+        _mask_outside(s, rows, cols, window)
     return s
 
 
-def normalizers(q: np.ndarray, k: np.ndarray, rows: range, causal: bool = True, chunk: int = 4096) -> np.ndarray:
-    """The exact lse of ``rows`` (float64): a row pass over every key they see (rows × T logits)."""
+def normalizers(q: np.ndarray, k: np.ndarray, rows: range, causal: bool = True, chunk: int = 4096,
+                window: int | None = None) -> np.ndarray:  # fmt: skip
+    """The exact lse of ``rows`` (float64): a row pass over every key they see (rows × T logits;
+    rows × (W + rows) with a ``window``)."""
+    _check_window(window, causal)
     q, k = _scaled(q, np.float64), np.asarray(k, dtype=np.float64)
     last = rows.stop if causal else k.shape[0]
     row_max = np.full(len(rows), -np.inf)
     total = np.zeros(len(rows))
     with _ONE_BLAS_THREAD:
-        for c0 in range(0, last, chunk):
-            s = _logits64(q, k, rows, range(c0, min(last, c0 + chunk)), causal)
-            new_max = np.maximum(row_max, s.max(axis=1))  # finite from the first chunk on: every row sees key 0
-            total = total * np.exp(row_max - new_max) + np.exp(s - new_max[:, None]).sum(axis=1)
+        for c0 in range(_first_key(rows, range(last), window), last, chunk):
+            s = _logits64(q, k, rows, range(c0, min(last, c0 + chunk)), causal, window)
+            new_max = np.maximum(row_max, s.max(axis=1))  # −inf for a row whose band starts in a later chunk
+            shift = np.where(np.isfinite(new_max), new_max, 0.0)[:, None]
+            total = total * np.exp(row_max - shift[:, 0]) + np.exp(s - shift).sum(axis=1)
             row_max = new_max
     return row_max + np.log(total)
 
 
-def pattern_block(q: np.ndarray, k: np.ndarray, rows: range, cols: range, causal: bool = True) -> np.ndarray:
-    """The exact probabilities P[rows, cols] (float32 from float64 math), with its rows' own normalizers."""
-    lse = normalizers(q, k, rows, causal)
+def pattern_block(q: np.ndarray, k: np.ndarray, rows: range, cols: range, causal: bool = True,
+                  window: int | None = None) -> np.ndarray:  # fmt: skip
+    """The exact probabilities P[rows, cols] (float32 from float64 math), with its rows' own
+    normalizers; exactly 0 outside the band of a ``window``."""
+    lse = normalizers(q, k, rows, causal, window=window)
     with _ONE_BLAS_THREAD:
-        s = _logits64(_scaled(q, np.float64), np.asarray(k, dtype=np.float64), rows, cols, causal)
+        s = _logits64(_scaled(q, np.float64), np.asarray(k, dtype=np.float64), rows, cols, causal, window)
     return np.exp(s - lse[:, None]).astype(np.float32)
 
 
@@ -288,25 +321,28 @@ def pooled_region(
     block_rows: int = 256,
     chunk: int = 256,
     workers: int | None = None,
+    window: int | None = None,
 ) -> tuple[np.ndarray, int, int]:
     """A zoomed rectangle pooled to at most ``tiles`` × ``tiles``: (pooled, tile_rows, tile_cols).
 
     ``lse`` holds the normalizers of every row (the overview's). Pooled like the overview (float32;
     max pooling needs only each tile's largest logit, no exp: about a third of the work of mean);
     a region no larger than ``tiles`` each way comes back cell for cell, exact (:func:`pattern_block`).
+    ``window``: the layer's sliding window, as ``lse`` was made with.
     """
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    _check_window(window, causal)
     tr, tc = tile_size(len(rows), tiles), tile_size(len(cols), tiles)
     if tr == tc == 1:
-        return pattern_block(q, k, rows, cols, causal), 1, 1
+        return pattern_block(q, k, rows, cols, causal, window), 1, 1
     q, k = _scaled(q, np.float32), np.asarray(k, dtype=np.float32)
     out = np.zeros((math.ceil(len(rows) / tr), math.ceil(len(cols) / tc)), dtype=np.float32)
     chunk = max(tc, chunk // tc * tc)
 
     def block(local: range) -> None:  # rows of the region, counted from its first
         part = range(rows.start + local.start, rows.start + local.stop)
-        tile_max, tile_sum = _tiles(q, k, part, cols, tc, causal, chunk, sums=pooling == "mean")
+        tile_max, tile_sum = _tiles(q, k, part, cols, tc, causal, chunk, pooling == "mean", window)
         rel = np.exp(np.where(np.isfinite(tile_max), tile_max - lse[part.start : part.stop, None], -np.inf))
         if pooling == "max":
             pooled = _pool_rows(rel, tr, "max")

@@ -29,9 +29,10 @@ class LongInput:
     tokens: Tokens
     kept: QueriesKeys
     dropped: int  # tokens past the model's longest input
-    # (q (h, T, d_k), k (h_kv, T, d_k)) → the layer's normalizers (h, T) by the backend's fused kernel,
-    # for a layer whose forward did not keep them (the last); None: such a layer takes the full pass
-    normalize: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = field(default=None, compare=False)
+    # (q (h, T, d_k), k (h_kv, T, d_k), sliding window or None) → the layer's normalizers (h, T) by the
+    # backend's fused kernel, for a layer whose forward did not keep them (the last); None: such a
+    # layer takes the full pass
+    normalize: Callable[[np.ndarray, np.ndarray, int | None], np.ndarray] | None = field(default=None, compare=False)
     _normalized: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -52,7 +53,7 @@ class LongInput:
         of the work)."""
         normalizers = None if means else self.normalizers(layer)
         return overview(*self.kept.head(layer, head), tiles=tiles,
-                        lse=None if normalizers is None else normalizers[head])
+                        lse=None if normalizers is None else normalizers[head], window=self.kept.window[layer])
 
     def normalizers(self, layer: int) -> np.ndarray | None:
         """(h, T): kept by the forward, else made once by ``normalize`` (all the layer's heads in one
@@ -62,7 +63,7 @@ class LongInput:
         if self.normalize is None:
             return None
         if layer not in self._normalized:  # concurrent sessions may both compute it: the same values
-            self._normalized[layer] = self.normalize(self.kept.q[layer], self.kept.k[layer])
+            self._normalized[layer] = self.normalize(self.kept.q[layer], self.kept.k[layer], self.kept.window[layer])
         return self._normalized[layer]
 
     def needs_means(self, layer: int, pooling: str) -> bool:
@@ -132,8 +133,9 @@ def long_heatmap(
     if pooling not in POOLINGS or colours not in COLOURS:
         raise ValueError(f"pooling must be one of {POOLINGS} and colours one of {COLOURS}")
     q, k = long.kept.head(layer, head)
+    window = long.kept.window[layer]  # None: the whole causal past
     if len(rows) <= tiles and len(cols) <= tiles:
-        exact = pattern_block(q, k, rows, cols)
+        exact = pattern_block(q, k, rows, cols, window=window)
         return LongHeatmap(rows, cols, 1, 1, pooling, None, float(exact.max()), exact, colours)
     everything = range(long.length)
     if rows == everything and cols == everything:
@@ -142,7 +144,8 @@ def long_heatmap(
             raise ValueError("mean pooling needs an overview with means (LongInput.needs_means)")
         tile_rows, tile_cols = whole.tile_rows, whole.tile_cols
     else:
-        pooled, tile_rows, tile_cols = pooled_region(q, k, whole.lse, rows, cols, tiles=tiles, pooling=pooling)
+        pooled, tile_rows, tile_cols = pooled_region(q, k, whole.lse, rows, cols, tiles=tiles, pooling=pooling,
+                                                   window=window)
     if colours == "log":
         return LongHeatmap(rows, cols, tile_rows, tile_cols, pooling, log_codes(pooled), 1.0, None, colours)
     packed = quantize(pooled, pooling)

@@ -114,8 +114,8 @@ class OursDecoderBackend(Backend):
 
     @property
     def can_read_long(self) -> bool:  # type: ignore[override]
-        """Past max_tokens, up to the model's own limit; the blockwise path has no sliding window yet."""
-        return self.model.config.max_len > self.max_tokens and self.model.config.sliding_window is None
+        """Past max_tokens, up to the model's own limit (sliding windows included)."""
+        return self.model.config.max_len > self.max_tokens
 
     def long_input(self, text: str) -> LongInput:
         if not self.can_read_long:
