@@ -108,7 +108,7 @@ def test_region_is_clamped_and_ordered():
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("long")
     save(root / "llama", "llama", max_position_embeddings=4096)
-    save(root / "mistral", "mistral", max_position_embeddings=4096)  # a sliding window: not blockwise yet
+    save(root / "mistral", "mistral", max_position_embeddings=4096)  # a sliding window (tests/test_long_window.py)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ATTENTION_VIZ_MODEL_ROOTS", str(root))
         yield root
@@ -125,7 +125,7 @@ def test_backend_reads_past_the_capture_limit(folders):
     whole = long.overview(1, 2)
     cells = long_heatmap(long, 1, 2, whole, range(900, 1024), range(800, 1024))
     assert np.abs(cells.exact - result.pattern(DECODER_SELF, 1, 2)[900:1024, 800:1024]).max() <= 1e-5
-    assert not load_backend(f"hf:{folders / 'mistral'}").can_read_long
+    assert load_backend(f"hf:{folders / 'mistral'}").can_read_long
 
 
 def test_head_view_on_a_long_text_draws_tiles_then_exact_cells(folders):
