@@ -7,7 +7,8 @@ overview (the all-heads grid), with what the browser would receive.
 ``python -m benchmarks.long --tokens 8192 32768`` runs each length in a fresh process and prints one
 JSON line per length: wall seconds per step (``*_s``), CPU seconds of the process's threads
 (``*_cpu_s``: on a shared machine the wall clock also counts other people's work), payload bytes,
-peak RSS (VmHWM) of that process.
+peak RSS (VmHWM) of that process. ``--window W`` gives every layer of the model a sliding window of
+W positions (Mistral): the forward and every pass then compute each query's band of keys only.
 
 ``--app`` measures the app itself instead (headless, Streamlit's AppTest, as a server runs it): the
 same tiny model saved as an ``hf:`` Llama folder with a one-letter-word tokenizer, the head view
@@ -68,7 +69,7 @@ def _cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure(tokens: int) -> dict:
+def measure(tokens: int, window: int | None = None) -> dict:
     import torch
 
     from attention_viz.analysis.blockwise import overview, pattern_block, pooled_region, quantize
@@ -80,6 +81,7 @@ def measure(tokens: int) -> dict:
         shape="decoder-only", vocab_size=1000, d_model=64, h=4, n_kv_heads=2, d_ff=128, N=2, max_len=tokens,
         positional="rotary", norm="pre", norm_type="rms", activation="silu", gated_ffn=True, dropout=0.0,
         scale_embeddings=False, qkv_bias=False, out_bias=False, ffn_bias=False, generator_bias=False,
+        sliding_window=window,
     )  # fmt: skip
     model = Transformer(config).eval()
     ids = torch.randint(0, 1000, (1, tokens))
@@ -87,22 +89,24 @@ def measure(tokens: int) -> dict:
     with clock.step("forward"):
         kept = queries_and_keys(model, ids)
     q, k = kept.head(0, 0)  # the head view's first head
+    first, final = kept.window[0], kept.window[-1]  # None: the whole causal past
     with clock.step("head_overview"):  # max tiles, the layer's normalizers kept by the forward: no exp
-        view = overview(q, k, tiles=TILES, lse=kept.lse[0][0])
+        view = overview(q, k, tiles=TILES, lse=kept.lse[0][0], window=first)
     with clock.step("head_overview_full"):  # the full pass: mean tiles, or a head of the last layer
-        overview(*kept.head(config.N - 1, 0), tiles=TILES)
+        overview(*kept.head(config.N - 1, 0), tiles=TILES, window=final)
     last = range(tokens - ZOOM, tokens)
     with clock.step("zoom_step"):
-        zoomed, _, _ = pooled_region(q, k, view.lse, last, last, tiles=TILES)
+        zoomed, _, _ = pooled_region(q, k, view.lse, last, last, tiles=TILES, window=first)
     with clock.step("exact_cells"):  # the last 512 × 512, their rows' normalizers recomputed in float64
-        pattern_block(q, k, range(tokens - TILES, tokens), range(tokens - TILES, tokens))
+        pattern_block(q, k, range(tokens - TILES, tokens), range(tokens - TILES, tokens), window=first)
     with clock.step("grid"):  # every head's max overview, as the all-heads grid makes them
-        for layer in range(config.N):
-            lse = kept.lse[layer] if kept.lse[layer] is not None else normalizers(kept.q[layer], kept.k[layer])
+        for layer, window in enumerate(kept.window):
+            lse = kept.lse[layer] if kept.lse[layer] is not None else normalizers(kept.q[layer], kept.k[layer], window)
             for head in range(config.h):
-                overview(*kept.head(layer, head), tiles=TILES, lse=lse[head])
+                overview(*kept.head(layer, head), tiles=TILES, lse=lse[head], window=window)
     return {
         "tokens": tokens,
+        "window": window,
         "torch_threads": torch.get_num_threads(),
         **clock.figures,
         "head_view_bytes": quantize(view.max, "max").codes.nbytes,
@@ -278,15 +282,20 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, nargs="+", default=[8192, 32768])
     parser.add_argument("--app", action="store_true", help="measure the app's head view (headless)")
     parser.add_argument("--browser", action="store_true", help="measure the served head view in Chromium")
+    parser.add_argument("--window", type=int, help="a sliding window of this many positions on every layer "
+                        "(the model's own passes; not with --app or --browser)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # the child process
     args = parser.parse_args()
+    if args.window and (args.app or args.browser):
+        parser.error("--window measures the model's own passes, not the app")
     if args.one:
-        print(json.dumps((measure_browser if args.browser else measure_app if args.app else measure)(args.one)))
+        print(json.dumps(measure_browser(args.one) if args.browser else measure_app(args.one) if args.app
+                         else measure(args.one, args.window)))  # fmt: skip
         return
     for tokens in args.tokens:
         done = subprocess.run(
             [sys.executable, "-m", "benchmarks.long", "--one", str(tokens), *(["--app"] if args.app else []),
-             *(["--browser"] if args.browser else [])],
+             *(["--browser"] if args.browser else []), *(["--window", str(args.window)] if args.window else [])],
             cwd=ROOT, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
         )
         print(done.stdout.strip() or done.stderr.strip().splitlines()[-1], flush=True)
