@@ -54,12 +54,16 @@ def _fused(
     if window is None:
         return _FLASH_CPU(q, k, v, 0.0, True)
     length = q.shape[2]
+    # query i of a block and key j of its band [r0 − W + 1, r1): visible iff 0 ≤ i − j + W − 1 < W,
+    # whatever r0 — one mask serves every block (made once: making it per block was half the cost)
+    offset = torch.arange(WINDOW_BLOCK)[:, None] - torch.arange(WINDOW_BLOCK + window - 1)[None, :] + window - 1
+    band = torch.zeros(offset.shape).masked_fill((offset < 0) | (offset >= window), float("-inf"))
     contexts, lses = [], []
     for r0 in range(0, length, WINDOW_BLOCK):
         r1, c0 = min(length, r0 + WINDOW_BLOCK), max(0, r0 - window + 1)
-        offset = torch.arange(r0, r1)[:, None] - torch.arange(c0, r1)[None, :]  # query − key
-        band = torch.zeros(offset.shape).masked_fill((offset < 0) | (offset >= window), float("-inf"))
-        context, lse = _FLASH_CPU(q[:, :, r0:r1], k[:, :, c0:r1], v[:, :, c0:r1], 0.0, False, attn_mask=band)
+        skip = c0 - (r0 - window + 1)  # the band's keys before key 0 (the first blocks)
+        mask = band[: r1 - r0, skip : skip + r1 - c0]
+        context, lse = _FLASH_CPU(q[:, :, r0:r1], k[:, :, c0:r1], v[:, :, c0:r1], 0.0, False, attn_mask=mask)
         contexts.append(context)
         lses.append(lse)
     return torch.cat(contexts, 2), torch.cat(lses, 2)

@@ -252,7 +252,10 @@ def overview(
 
     def block(rows: range) -> None:
         tile_max, tile_sum = _tiles(q, k, rows, range(n), t, causal, chunk, sums, window)
-        tile_max = tile_max.astype(np.float64)
+        # only the tile columns the rows' band reaches: the rest stay 0 (half the columns of a causal
+        # block on average, ~(W + block) / t of them with a window)
+        seen = range(_first_key(rows, range(n), window) // t, math.ceil(min(n, rows.stop) / t) if causal else n_tiles)
+        tile_max, tile_sum = tile_max[:, seen.start : seen.stop].astype(np.float64), tile_sum[:, seen.start : seen.stop]
         finite = np.isfinite(tile_max)
         if sums:
             row_max = tile_max.max(axis=1)
@@ -262,9 +265,9 @@ def overview(
         rel = np.exp(np.where(finite, tile_max - lse[rows.start : rows.stop, None], -np.inf))
         first = rows.start // t  # the block's rows are whole row tiles (the last maybe partial)
         pooled = _pool_rows(rel, t, "max")
-        pooled_max[first : first + pooled.shape[0]] = pooled
+        pooled_max[first : first + pooled.shape[0], seen.start : seen.stop] = pooled
         if sums:
-            pooled_sum[first : first + pooled.shape[0]] = _pool_rows(tile_sum * rel, t, "sum")
+            pooled_sum[first : first + pooled.shape[0], seen.start : seen.stop] = _pool_rows(tile_sum * rel, t, "sum")
 
     _by_blocks(block, n, block_rows, workers)
     mean = (pooled_sum / np.outer(_cells(n, t), _cells(n, t))).astype(np.float32) if sums else None
