@@ -22,7 +22,6 @@ from attention_viz.backends.scratch import ScratchEncoderBackend
 from attention_viz.figures.axes import MAX_TICKS
 from attention_viz.hooks import capture
 from attention_viz.model import Transformer, TransformerConfig
-from attention_viz.ui.views.head import WINDOW
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the benchmark's texts of an exact token count, from any working directory
@@ -80,8 +79,9 @@ def test_what_the_browser_receives_at_512_tokens_stays_under_3_mb(long_text):
     for spec in [head, *grid.values()]:
         assert len(spec.encode()) <= 3 * MB
         assert '"bdata"' in spec  # values as a binary typed array, not a JSON list of numbers
-    window = json.loads(head)["layout"]  # the head view draws a window, every tick labelled
-    assert len(window["xaxis"]["categoryarray"]) == len(window["yaxis"]["categoryarray"]) == WINDOW
+    whole = json.loads(head)["layout"]  # the head view sends every position as levels (test_head_levels.py)
+    assert len(whole["xaxis"]["categoryarray"]) == len(whole["yaxis"]["categoryarray"]) == FULL_LENGTH
+    assert len(whole["xaxis"]["ticktext"]) <= MAX_TICKS
     [enlarged] = [json.loads(spec)["layout"] for spec in grid.values() if "categoryarray" in spec]
     assert len(enlarged["xaxis"]["categoryarray"]) == FULL_LENGTH  # every position is still there (hover)
     assert len(enlarged["xaxis"]["ticktext"]) <= MAX_TICKS and len(enlarged["yaxis"]["ticktext"]) <= MAX_TICKS

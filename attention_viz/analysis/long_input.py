@@ -82,10 +82,12 @@ class LongHeatmap:
     tile_cols: int
     pooling: str  # "max" or "mean": what one tile shows of its cells
     codes: np.ndarray | None  # (row tiles, col tiles) uint8: linear, value ≈ code / 255 · scale;
-    # log, log10 value ≈ log10 LOG_FLOOR · (1 − code / 255) (0 = the floor or less, 255 = 1)
+    # log, log10 value ≈ log10 floor + code / 255 · log10(scale / floor) (0 = the floor or less, 255 = scale)
     scale: float
     exact: np.ndarray | None  # (rows, cols) float32 weights when every tile is one cell
     colours: str = "linear"
+    floor: float = LOG_FLOOR  # log colours: the value of level 0 (the head view of a captured pattern: 1e-4)
+    threshold: float = 0.0  # linear colours: tiles below it are level 0, drawn blank
 
     @property
     def is_exact(self) -> bool:
@@ -105,14 +107,16 @@ class LongHeatmap:
         if self.exact is not None:
             return self.exact
         if self.colours == "log":
-            return (10.0 ** (np.log10(LOG_FLOOR) * (1.0 - self.codes / 255.0))).astype(np.float32)
+            bottom, top = np.log10(self.floor), np.log10(self.scale)
+            return (10.0 ** (bottom + self.codes / 255.0 * (top - bottom))).astype(np.float32)
         return self.codes.astype(np.float32) * np.float32(self.scale / 255.0)
 
 
-def log_codes(pooled: np.ndarray) -> np.ndarray:
-    """uint8 levels of log10(weight) from LOG_FLOOR (0) to 1 (255): small weights stay apart."""
-    logs = np.log10(np.maximum(np.asarray(pooled, dtype=np.float64), LOG_FLOOR))
-    return np.rint((1.0 - logs / np.log10(LOG_FLOOR)) * 255.0).clip(0, 255).astype(np.uint8)
+def log_codes(pooled: np.ndarray, floor: float = LOG_FLOOR, top: float = 1.0) -> np.ndarray:
+    """uint8 levels of log10(weight) from ``floor`` (0) to ``top`` (255): small weights stay apart."""
+    bottom = np.log10(floor)
+    logs = np.log10(np.maximum(np.asarray(pooled, dtype=np.float64), floor))
+    return np.rint((logs - bottom) / (np.log10(top) - bottom) * 255.0).clip(0, 255).astype(np.uint8)
 
 
 def clamp_region(length: int, first: int, last: int) -> range:

@@ -32,19 +32,23 @@ def attention_heatmap(
     diverging: bool = False,
     starts: tuple[int, int] = (0, 0),
     zrange: tuple[float, float] | None = None,
+    colorscale: str | list | None = None,
+    colorbar_ticks: tuple[Sequence[float], Sequence[str]] | None = None,
 ) -> go.Figure:
     """``pattern`` [query, key] as a heatmap; weights below ``threshold`` are left blank.
 
     ``diverging`` draws signed values (a difference of two patterns) red/blue around 0.
     ``zrange`` fixes the colour range outright (e.g. a log scale's); ``starts``: the positions of the first query and key drawn, when the matrix is a window.
+    ``colorscale`` and ``colorbar_ticks`` (values, labels) replace the defaults (uint8 levels label theirs in weights).
 
-    Values go to the browser as float32 binary arrays (compact), labels once per axis.
+    Values go to the browser as float32 binary arrays (compact), or as given when uint8 levels
+    (a quarter of that; see figures/long_heatmap.py), labels once per axis.
     """
     key_labels = query_labels if key_labels is None else key_labels
     if pattern.shape != (len(query_labels), len(key_labels)):
         raise ValueError(f"pattern {pattern.shape} does not match {len(query_labels)}×{len(key_labels)} tokens")
-    z = np.asarray(pattern, dtype=np.float32)
-    if threshold > 0:
+    z = pattern if pattern.dtype == np.uint8 else np.asarray(pattern, dtype=np.float32)
+    if threshold > 0 and z.dtype != np.uint8:
         z = np.where(z >= threshold, z, np.nan).astype(np.float32)
     finite = z[np.isfinite(z)]
     top = zmax if zmax is not None else (float(np.abs(finite).max()) if finite.size else 1.0)
@@ -55,11 +59,12 @@ def attention_heatmap(
         z=z,
         x=categories(key_labels, starts[1]),
         y=categories(query_labels, starts[0]),
-        colorscale="RdBu_r" if diverging else "Blues",
+        colorscale=colorscale or ("RdBu_r" if diverging else "Blues"),
         zmin=zrange[0] if zrange else -top if diverging else 0.0,
         zmax=zrange[1] if zrange else top,
         hovertemplate=f"{hover_text(title)}<br>{hover}" if title else hover,  # names layer and head
-        colorbar=dict(title=dict(text=colorbar_title)),
+        colorbar=dict(title=dict(text=colorbar_title),
+                      **(dict(tickvals=colorbar_ticks[0], ticktext=colorbar_ticks[1]) if colorbar_ticks else {})),
         hoverongaps=False,
     )
     layout = dict(  # given to the constructor: update_layout would validate it all over again (~6 ms)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 from ...figures.grid import heads_grid
+from ...analysis.head_levels import captured_heatmap, needs_levels
 from ...figures.heatmap import attention_heatmap
+from ...figures.long_heatmap import long_heatmap_figure
 from ...names import CROSS
 from ...result import AttentionResult
 from ...selection import group_tokens
@@ -46,7 +48,15 @@ def render(result: AttentionResult) -> None:
 
     st.subheader("Enlarge one head")
     layer, head = layer_head_picker(result, group, key="grid", reductions=False)
-    enlarged = cache.figure(attention_heatmap, stack[layer, head], list(query_tokens.labels), list(key_tokens.labels),
-                            title=f"layer {layer}, head {head}{weighed.suffix}", colorbar_title=weighed.quantity,
-                            hover=f"query %{{y}}<br>key %{{x}}<br>{weighed.quantity} %{{z:.4f}}<extra></extra>")
+    pattern, title = stack[layer, head], f"layer {layer}, head {head}{weighed.suffix}"
+    if needs_levels(pattern.shape):  # as the head view: uint8 levels rather than float32
+        whole = captured_heatmap(pattern, range(pattern.shape[0]), range(pattern.shape[1]))
+        enlarged = cache.figure(long_heatmap_figure, whole, list(query_tokens.labels), title,
+                                list(key_tokens.labels), weighed.quantity)
+        st.caption("Each cell is sent as a level from 0 to 255, not its exact value (hover gives its level and the "
+                   "range it stands for). The Head view zooms into any region of this head, down to exact values.")
+    else:
+        enlarged = cache.figure(attention_heatmap, pattern, list(query_tokens.labels), list(key_tokens.labels),
+                                title=title, colorbar_title=weighed.quantity,
+                                hover=f"query %{{y}}<br>key %{{x}}<br>{weighed.quantity} %{{z:.4f}}<extra></extra>")
     chart(st, enlarged, key="grid_enlarged")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import plotly.graph_objects as go
 import streamlit as st
 
+from ...analysis.head_levels import LEVELS_ABOVE, captured_heatmap, needs_levels
 from ...figures.heatmap import attention_heatmap
+from ...figures.long_heatmap import long_heatmap_figure
 from ...names import ENCODER_SELF
 from ...result import AttentionResult
-from ...selection import COLOUR_SCALES, Choice, displayed, log_range, rescaled, window
+from ...selection import COLOUR_SCALES, LOG_FLOOR, Choice, Displayed, displayed, log_range, rescaled, window
 from .. import cache
 from . import long_head
 from ..controls import attention_picker, layer_head_picker, weigh, weighting_picker
@@ -39,6 +42,17 @@ def render(result: AttentionResult) -> None:
     scale = choice("Colours", COLOUR_SCALES, "head_scale", widget="radio", horizontal=True,
                    format_func=SCALE_NAMES.get, help="Per row: each row's largest value is darkest, so long rows "
                    "stay visible. Log: small values are told apart.")
+    title = f"layer {layer}, {'head ' + str(head) if isinstance(head, int) else head + ' of heads'}{weighed.suffix}"
+    if needs_levels(shown.matrix.shape):  # too many cells for float32: levels, zoomed down to exact cells
+        figure = levels(result, shown, scale, threshold, weighed.quantity, title)
+    else:
+        figure = windowed(shown, scale, threshold, weighed.quantity, title)
+    chart(st, figure, key="head_chart", config={"displaylogo": False})
+    figure_downloads(figure, "head_chart")
+
+
+def windowed(shown: Displayed, scale: str, threshold: float, quantity: str, title: str) -> go.Figure:
+    """float32 cells; past ``WINDOW`` tokens a side, a window of them moved by sliders (in the link)."""
     starts = (0, 0)
     if max(shown.matrix.shape) > WINDOW:
         st.caption(f"{shown.matrix.shape[0]} × {shown.matrix.shape[1]} tokens: showing a {WINDOW}-token window "
@@ -49,11 +63,34 @@ def render(result: AttentionResult) -> None:
         with right:
             k0 = integer("First key shown", 0, max(shown.matrix.shape[1] - WINDOW, 0), "head_key_from", 0)
         shown, starts = window(shown, q0, k0, WINDOW), (q0, k0)
-    z, colour_title = rescaled(shown.matrix, scale, weighed.quantity)
-    title = f"layer {layer}, {'head ' + str(head) if isinstance(head, int) else head + ' of heads'}{weighed.suffix}"
-    figure = cache.figure(attention_heatmap, z, shown.query_labels, shown.key_labels, title=title, starts=starts,
-                          threshold=threshold if scale == "linear" else 0.0, colorbar_title=colour_title,
-                          hover=f"query %{{y}}<br>key %{{x}}<br>{colour_title} %{{z:.4f}}<extra></extra>",
-                          zrange=log_range(shown.matrix) if scale == "log" else None)
-    chart(st, figure, key="head_chart", config={"displaylogo": False})
-    figure_downloads(figure, "head_chart")
+    z, colour_title = rescaled(shown.matrix, scale, quantity)
+    return cache.figure(attention_heatmap, z, shown.query_labels, shown.key_labels, title=title, starts=starts,
+                        threshold=threshold if scale == "linear" else 0.0, colorbar_title=colour_title,
+                        hover=f"query %{{y}}<br>key %{{x}}<br>{colour_title} %{{z:.4f}}<extra></extra>",
+                        zrange=log_range(shown.matrix) if scale == "log" else None)
+
+
+def levels(result: AttentionResult, shown: Displayed, scale: str, threshold: float, quantity: str,
+           title: str) -> go.Figure:
+    """The long head view's way (analysis/head_levels.py): uint8 levels with one scale, query and key
+    ranges (in the link) down to exact float cells. Every choice above (weighting, special tokens,
+    words, threshold, colours) is already in ``shown`` or applied here."""
+    n_queries, n_keys = shown.matrix.shape
+    long_head.whole_for_a_new_text((result.model, hash(result.tokens.text), shown.matrix.shape))
+    rows, cols = long_head.zoom(n_queries, n_keys)
+    z, colour_title = rescaled(shown.matrix, scale, quantity) if scale == "row" else (shown.matrix, quantity)
+    heatmap = captured_heatmap(z, rows, cols, "log" if scale == "log" else "linear",
+                               threshold if scale == "linear" else 0.0, LOG_FLOOR)
+    if (len(rows), len(cols)) != (n_queries, n_keys):
+        title += f": queries {rows.start}–{rows.stop - 1}, keys {cols.start}–{cols.stop - 1}"
+    if heatmap.is_exact:
+        st.caption(f"{len(rows)} × {len(cols)} of {n_queries} × {n_keys} tokens: every cell is its exact value "
+                   "(hover shows it).")
+    else:
+        tiles = (f"; each square is a tile of {heatmap.tile_rows}×{heatmap.tile_cols} tokens showing its largest "
+                 "value" if heatmap.tile_rows * heatmap.tile_cols > 1 else "")
+        st.caption(f"{n_queries} × {n_keys} tokens: each cell is sent as a level from 0 to 255, not its exact value "
+                   f"(the colour bar reads levels as values; hover gives a cell's level and the range it stands "
+                   f"for){tiles}. Narrow the ranges to {LEVELS_ABOVE:,} cells or fewer (e.g. 256 × 256) for exact "
+                   "values.")
+    return cache.figure(long_heatmap_figure, heatmap, shown.query_labels, title, shown.key_labels, colour_title)

@@ -54,6 +54,19 @@ def whole_for_a_new_text(identity: tuple) -> None:
     st.session_state["head_long_text"] = identity
 
 
+def zoom(n_queries: int, n_keys: int) -> tuple[range, range]:
+    """The query and key ranges to draw (sliders, in the link as long_q0 … long_k1; whole by
+    default). The head view zooms a captured pattern too large for float32 with the same ones."""
+    left, right = st.columns(2)
+    with left:
+        q0 = integer("First query", 0, n_queries - 1, "head_long_q0", 0)
+        q1 = integer("Last query", 0, n_queries - 1, "head_long_q1", n_queries - 1)
+    with right:
+        k0 = integer("First key", 0, n_keys - 1, "head_long_k0", 0)
+        k1 = integer("Last key", 0, n_keys - 1, "head_long_k1", n_keys - 1)
+    return clamp_region(n_queries, q0, q1), clamp_region(n_keys, k0, k1)
+
+
 def render(result: AttentionResult) -> None:
     text = result.tokens.text
     long = long_input(result.model, text)
@@ -75,14 +88,7 @@ def render(result: AttentionResult) -> None:
         colours = choice("Colours", COLOURS, "head_long_scale", widget="radio", horizontal=True,
                          format_func=COLOUR_NAMES.get, help="Log: over thousands of keys most weights are tiny "
                          f"(about 1 / the number of keys); the log scale tells them apart down to {LOG_FLOOR:g}.")
-    left, right = st.columns(2)
-    with left:
-        q0 = integer("First query", 0, n - 1, "head_long_q0", 0)
-        q1 = integer("Last query", 0, n - 1, "head_long_q1", n - 1)
-    with right:
-        k0 = integer("First key", 0, n - 1, "head_long_k0", 0)
-        k1 = integer("Last key", 0, n - 1, "head_long_k1", n - 1)
-    rows, cols = clamp_region(n, q0, q1), clamp_region(n, k0, k1)
+    rows, cols = zoom(n, n)
     whole = head_overview(long, (result.model, text), layer, head, long.needs_means(layer, pooling))
     heatmap = long_heatmap(long, layer, head, whole, rows, cols, pooling, colours=colours)
     title = f"layer {layer}, head {head}: queries {rows.start}–{rows.stop - 1}, keys {cols.start}–{cols.stop - 1}"
