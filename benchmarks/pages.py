@@ -2,8 +2,8 @@
 of the all-heads page, serialized the way Streamlit sends them; and how many bytes that is.
 
 The page functions mirror attention_viz/ui/views/head.py and grid.py at their default widget values
-(encoder self-attention, layer 0, head 0, nothing hidden): the same builders with the same
-arguments, without Streamlit.
+(encoder self-attention, layer 0, head 0, nothing hidden, nothing zoomed): the same builders with
+the same arguments, without Streamlit.
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ import plotly.graph_objects as go
 import plotly.io
 
 from attention_viz.analysis import head_stats
+from attention_viz.analysis.head_levels import captured_heatmap, needs_levels
 from attention_viz.backends.base import Backend
 from attention_viz.figures.grid import heads_grid
 from attention_viz.figures.heatmap import attention_heatmap
+from attention_viz.figures.long_heatmap import long_heatmap_figure
 from attention_viz.result import AttentionResult
-from attention_viz.selection import Choice, displayed, group_tokens
+from attention_viz.selection import LOG_FLOOR, Choice, displayed, group_tokens
 
 from .capture import APP_KINDS
 from .texts import text_of_tokens
@@ -35,17 +37,25 @@ def sent_to_browser(figure: go.Figure) -> str:
     return plotly.io.to_json(figure.to_dict(), validate=False)
 
 
+def one_head(pattern: np.ndarray, query_labels: list[str], key_labels: list[str]) -> go.Figure:
+    """One whole head as both pages draw it by default: float32 cells, or uint8 levels past
+    ``LEVELS_ABOVE`` cells (linear colours, no threshold, nothing zoomed)."""
+    title = "layer 0, head 0"
+    if not needs_levels(pattern.shape):
+        return attention_heatmap(pattern, query_labels, key_labels, title=title)
+    whole = captured_heatmap(pattern, range(pattern.shape[0]), range(pattern.shape[1]), floor=LOG_FLOOR)
+    return long_heatmap_figure(whole, query_labels, title, key_labels, "attention weight")
+
+
 def head_page(result: AttentionResult) -> dict[str, str]:
     shown = displayed(result, Choice(GROUP, 0, 0))
-    figure = attention_heatmap(shown.matrix, shown.query_labels, shown.key_labels, title="layer 0, head 0")
-    return {"head view": sent_to_browser(figure)}
+    return {"head view": sent_to_browser(one_head(shown.matrix, shown.query_labels, shown.key_labels))}
 
 
 def grid_page_figures(result: AttentionResult, stack: np.ndarray) -> dict[str, str]:
     query_tokens, key_tokens = group_tokens(result, GROUP)
     grid = heads_grid(stack, title="every head (rows: layers, columns: heads)")
-    enlarged = attention_heatmap(stack[0, 0], list(query_tokens.labels), list(key_tokens.labels),
-                                 title="layer 0, head 0")
+    enlarged = one_head(stack[0, 0], list(query_tokens.labels), list(key_tokens.labels))
     return {"all-heads grid": sent_to_browser(grid), "grid page, enlarged head": sent_to_browser(enlarged)}
 
 
