@@ -70,7 +70,11 @@ def landing_head(result: AttentionResult) -> tuple[int, int]:
     at = positions(result.tokens.labels)
     if ENCODER_SELF not in result.attentions() or at is None:
         return 0, 0
-    layer, head, _ = top_heads(result.stack("pattern"), at["it"], at["animal"], n=1)[0]
+    # the it → animal weight of every head: one cell a head, not a stack of every pattern (75 MB
+    # copied on every Enter at 512 tokens)
+    cells = np.stack([result.pattern(ENCODER_SELF, layer)[:, at["it"], at["animal"]]
+                      for layer in range(result.n_layers(*ENCODER_SELF))])
+    layer, head, _ = top_heads(cells[:, :, None, None], 0, 0, n=1)[0]
     return layer, head
 
 
