@@ -9,6 +9,7 @@ import pytest
 
 from attention_viz.analysis.head_levels import LEVELS_ABOVE, captured_heatmap, needs_levels
 from attention_viz.backends.registry import load_backend
+from attention_viz.figures.long_heatmap import long_heatmap_figure
 from attention_viz.names import ENCODER_SELF
 from attention_viz.result import AttentionResult
 from attention_viz.selection import Choice, displayed
@@ -136,3 +137,15 @@ def test_past_the_tiles_a_side_the_levels_are_the_largest_weight_of_each_tile():
     assert np.abs(heatmap.values() - largest).max() <= heatmap.scale / 510 + 1e-7
     zoomed = captured_heatmap(matrix, range(40, 296), range(10, 266))  # 256 × 256: exact
     assert zoomed.is_exact and np.array_equal(zoomed.exact, matrix[40:296, 10:266])
+
+
+def test_queries_and_keys_keep_their_own_labels_and_positions_in_a_rectangle():
+    matrix = np.random.default_rng(1).random((300, 250), dtype=np.float32)  # e.g. cross-attention
+    queries, keys = [f"q{i}" for i in range(300)], [f"k{i}" for i in range(250)]
+    levels = long_heatmap_figure(captured_heatmap(matrix, range(300), range(250)), queries, "t", keys, "weight")
+    trace = levels.data[0]
+    assert trace.z.dtype == np.uint8 and trace.z.shape == (300, 250)
+    assert (trace.y[0], trace.x[-1]) == ("0: q0", "249: k249")
+    exact = long_heatmap_figure(captured_heatmap(matrix, range(100, 300), range(50, 250)), queries, "t", keys, "weight")
+    assert (exact.data[0].y[0], exact.data[0].x[0]) == ("100: q100", "50: k50")
+    assert np.array_equal(exact.data[0].z, matrix[100:, 50:])
