@@ -36,8 +36,9 @@ def captured_heatmap(
     if region.size <= LEVELS_ABOVE:
         return LongHeatmap(rows, cols, 1, 1, "max", None, top, region, colours, floor, threshold)
     tile_rows, tile_cols = tile_size(len(rows), tiles), tile_size(len(cols), tiles)
-    pooled = np.maximum.reduceat(np.maximum.reduceat(region, np.arange(0, len(rows), tile_rows), axis=0),
-                                 np.arange(0, len(cols), tile_cols), axis=1)
+    pooled = region if tile_rows == tile_cols == 1 else np.maximum.reduceat(  # tiles of one cell: the cells
+        np.maximum.reduceat(region, np.arange(0, len(rows), tile_rows), axis=0), np.arange(0, len(cols), tile_cols),
+        axis=1)
     if colours == "log":
         top = max(top, 1.0)  # weights keep their fixed floor … 1 range; norms may pass 1
         return LongHeatmap(rows, cols, tile_rows, tile_cols, "max", log_codes(pooled, floor, top), top, None,
