@@ -8,7 +8,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from attention_viz.backends.captioner import CaptionerBackend, shipped_folder
+from attention_viz.backends.captioner import CaptionerBackend
+from attention_viz.backends.registry import MODELS
 from attention_viz.caption import CaptionResult
 from attention_viz.errors import ModelError
 from attention_viz.figures.image import DIM, caption_strip_figure, overlay, upsample, word_attention_figure
@@ -23,7 +24,7 @@ SMOKE = dict(steps=3, tiny=True, dev_size=4, eval_every=0, log=lambda _: None)
 
 @pytest.fixture(scope="module")
 def shipped() -> CaptionerBackend:
-    return CaptionerBackend.from_folder("show-attend-tell", shipped_folder())
+    return CaptionerBackend.from_folder("show-attend-tell", MODELS["show-attend-tell"].locate())
 
 
 def test_hook_names_come_from_the_module_path():

@@ -106,6 +106,7 @@ TORCH_FREE = [
     "attention_viz.errors",
     "attention_viz.backends.registry",  # model names and availability answer without loading a model
     "attention_viz.backends.hub",  # an uncached hub id is refused before torch loads
+    "attention_viz.trained.shipped",  # where the demo models are, and whether their files are there
 ]
 
 
@@ -123,6 +124,19 @@ def test_plain_data_modules_load_without_torch():
     )
     assert len(TORCH_FREE) > 10  # the folders were found
     assert json.loads(fresh_python(code)) == [], "this module pulls in torch"
+
+
+def test_listing_the_models_and_where_they_are_loads_no_model_framework():
+    # `python -m attention_viz models` answers for every model (shipped folders included) without torch
+    code = (
+        "import json, sys\n"
+        "from attention_viz.backends.registry import MODELS, availability\n"
+        "found = {name: availability(name)[0] for name in MODELS}\n"
+        "print(json.dumps([found, sorted({'torch', 'transformers'} & set(sys.modules))]))\n"
+    )
+    found, frameworks = json.loads(fresh_python(code))
+    assert all(found.values()) and len(found) >= 5  # every shipped model is found, so its lookup ran
+    assert frameworks == []
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -27,7 +27,6 @@ from ..result import AttentionResult
 from ..tokens import Tokens, from_words
 from ..trained import caption_checkpoint, scenes
 from ..trained.captioner import images_to_tensor
-from ..trained.checkpoint import MODELS_DIR
 from ..trained.corpus import Vocab
 from .base import Backend
 
@@ -129,13 +128,3 @@ class CaptionerBackend(Backend):
         result = self.run_image(scene.image, meta={"seed": seed})
         boxes = tuple(Box(o.colour, o.shape, o.box) for o in scene.objects)
         return CaptionResult.from_attention(result, scene.image, boxes, seed)
-
-
-def shipped_folder() -> Path:
-    """The repo folder of the shipped captioner; ModelError when its files are missing."""
-    folder = MODELS_DIR / NAME
-    missing = caption_checkpoint.missing_files(folder)
-    if missing:
-        raise ModelError(f"{NAME} is not trained: {folder} lacks {', '.join(missing)} "
-                         "(run python -m attention_viz.trained.train_captioner)")
-    return folder

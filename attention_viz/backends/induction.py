@@ -85,15 +85,3 @@ class InductionBackend(Backend):
 
     def probe_texts(self, n: int = 24, seed: int = 0) -> list[str]:
         return sequence_probes(SYMBOLS, n, seed, min_length=6, max_length=20)
-
-
-def shipped_folder() -> Path:
-    """The repo folder of the shipped model; ModelError when its files are missing."""
-    folder = checkpoint.MODELS_DIR / "induction"
-    missing = checkpoint.missing_files(folder)
-    if missing:
-        raise ModelError(
-            f"induction is not trained: {folder} lacks {', '.join(missing)} "
-            "(run python -m attention_viz.trained.induction train)"
-        )
-    return folder

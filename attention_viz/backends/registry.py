@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ..access import hf_source
 from ..errors import ModelError
 from ..model_cache import ModelCache
+from ..trained.shipped import CAPTIONER_FILES, TRANSFORMER_FILES
 
 if TYPE_CHECKING:  # names and availability answer without torch; backends import it when they load
     from .base import Backend
@@ -47,11 +48,11 @@ def _load_scratch_bert(name: str, folder: Path) -> Backend:
     return ScratchEncoderBackend.from_bert_folder(name, folder)
 
 
-def _shipped_folder(name: str) -> Callable[[], Path]:
+def _shipped_folder(name: str, files: tuple[str, ...], train_command: str) -> Callable[[], Path]:
     def locate() -> Path:
-        from .translation import shipped_folder
+        from ..trained.shipped import shipped_folder  # no torch: `models` lists without loading anything
 
-        return shipped_folder(name)
+        return shipped_folder(name, files, train_command)
 
     return locate
 
@@ -62,22 +63,10 @@ def _load_translation(name: str, folder: Path) -> Backend:
     return TranslationBackend.from_folder(name, folder)
 
 
-def _induction_folder() -> Path:
-    from .induction import shipped_folder
-
-    return shipped_folder()
-
-
 def _load_induction(name: str, folder: Path) -> Backend:
     from .induction import InductionBackend
 
     return InductionBackend.from_folder(name, folder)
-
-
-def _captioner_folder() -> Path:
-    from .captioner import shipped_folder
-
-    return shipped_folder()
 
 
 def _load_captioner(name: str, folder: Path) -> Backend:
@@ -98,14 +87,15 @@ MODELS: dict[str, ModelInfo] = {
         "toy-translate",
         "encoder-decoder",
         "our Transformer (3+3 layers × 4 heads) trained on a synthetic English→French corpus with gold alignments",
-        _shipped_folder("toy-translate"),
+        _shipped_folder("toy-translate", TRANSFORMER_FILES, "python -m attention_viz.trained.train --model toy-translate"),
         _load_translation,
     ),
     "toy-translate-rnn": ModelInfo(
         "toy-translate-rnn",
         "encoder-decoder",
         "GRU encoder–decoder with Bahdanau (additive) attention, same data as toy-translate",
-        _shipped_folder("toy-translate-rnn"),
+        _shipped_folder("toy-translate-rnn", TRANSFORMER_FILES,
+                        "python -m attention_viz.trained.train --model toy-translate-rnn"),
         _load_translation,
     ),
     "induction": ModelInfo(
@@ -113,14 +103,14 @@ MODELS: dict[str, ModelInfo] = {
         "decoder-only",
         "2-layer attention-only decoder trained on repeated random sequences: a previous-token head and an "
         "induction head (type space-separated letters/digits)",
-        _induction_folder,
+        _shipped_folder("induction", TRANSFORMER_FILES, "python -m attention_viz.trained.induction train"),
         _load_induction,
     ),
     "show-attend-tell": ModelInfo(
         "show-attend-tell",
         "encoder-decoder",
         "image captioner (Show, Attend and Tell): CNN regions, LSTM with additive attention, synthetic scenes",
-        _captioner_folder,
+        _shipped_folder("show-attend-tell", CAPTIONER_FILES, "python -m attention_viz.trained.train_captioner"),
         _load_captioner,
     ),
 }

@@ -201,15 +201,3 @@ class TranslationBackend(Backend):
         outputs = self._outputs(src, torch.tensor([[Vocab.BOS, *ids, Vocab.EOS]]))
         result = AttentionResult.from_recorder(self.name, tokens, recorded, self._decoder_tokens(ids, words), meta)
         return result, outputs
-
-
-def shipped_folder(name: str) -> Path:
-    """The repo folder of a shipped demo model; ModelError when its files are missing."""
-    folder = checkpoint.MODELS_DIR / name
-    missing = checkpoint.missing_files(folder)
-    if missing:
-        raise ModelError(
-            f"{name} is not trained: {folder} lacks {', '.join(missing)} "
-            f"(run python -m attention_viz.trained.train --model {name})"
-        )
-    return folder

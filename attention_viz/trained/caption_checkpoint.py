@@ -20,9 +20,10 @@ from safetensors.torch import load_file, save_file
 
 from .captioner import CaptionerConfig, ShowAttendTell
 from .corpus import Vocab
+from .shipped import CAPTIONER_FILES as FILES
+from .shipped import missing
 
 ARCHITECTURE = "show-attend-tell"
-FILES = ("config.json", "model.safetensors", "vocab.json")
 
 
 @dataclass
@@ -44,7 +45,7 @@ def save(folder: Path, model: ShowAttendTell, vocab: Vocab, training: dict) -> N
 
 
 def missing_files(folder: Path) -> list[str]:
-    return [name for name in FILES if not (folder / name).is_file()]
+    return missing(folder, FILES)
 
 
 def load(folder: str | Path) -> TrainedCaptioner:

@@ -25,11 +25,12 @@ from torch import nn
 from ..model import TransformerConfig
 from .corpus import Vocab
 from .rnn import RNNConfig, RNNSeq2Seq
+from .shipped import MODELS_DIR
+from .shipped import TRANSFORMER_FILES as FILES
+from .shipped import missing
 from .transformer import TranslationTransformer
 
-MODELS_DIR = Path(__file__).resolve().parent / "models"  # the shipped models
 ARCHITECTURES = ("transformer", "rnn")
-FILES = ("config.json", "model.safetensors", "src_vocab.json", "tgt_vocab.json")
 
 
 @dataclass
@@ -72,7 +73,7 @@ def save(folder: Path, architecture: str, model: nn.Module, src_vocab: Vocab, tg
 
 
 def missing_files(folder: Path) -> list[str]:
-    return [name for name in FILES if not (folder / name).is_file()]
+    return missing(folder, FILES)
 
 
 def load(folder: str | Path) -> TrainedModel:
