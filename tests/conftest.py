@@ -18,6 +18,10 @@ os.environ["ATTENTION_VIZ_ATLAS_ROOT"] = tempfile.mkdtemp(prefix="attention-viz-
 # test helpers (browser.py) import as plain modules
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from apptest_overhead import lighten_apptest  # noqa: E402  (a test helper, importable from the line above)
+
+lighten_apptest()
+
 # The files that take longest (wall time in a full run, slowest first) start first: xdist's loadfile
 # hands files to its workers in collection order, and a long file handed out last runs on alone at
 # the end while the other workers idle.
