@@ -3,9 +3,13 @@ grid, deterministic training, and the shipped model looking at the objects it na
 
 from __future__ import annotations
 
+import base64
+import io
+
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 from safetensors.torch import load_file
 
 from attention_viz.backends.captioner import CaptionerBackend
@@ -101,13 +105,21 @@ def test_smooth_overlay_peaks_inside_the_attended_cell():
     assert np.allclose(uniform, 1 / 64)
 
 
+def pixels_of(trace) -> np.ndarray:
+    """The pixels an image trace shows: its PNG source decoded."""
+    header, data = trace.source.split(",", 1)
+    assert header == "data:image/png;base64" and trace.z is None
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(data))).convert("RGB"))
+
+
 def test_figures_take_plain_arrays(shipped):
     result = shipped.caption_scene(3)
     strip = caption_strip_figure(result.image, result.words, result.attention)
     assert len(strip.data) == len(result.words)
     one = word_attention_figure(result.image, result.attention[0], "a", smooth=False,
                                 boxes=[b.box for b in result.boxes])
-    assert one.data[0].z.shape == (256, 256, 3)
+    assert np.array_equal(pixels_of(one.data[0]), overlay(result.image, result.attention[0], smooth=False))
+    assert all(pixels_of(trace).shape == (128, 128, 3) for trace in strip.data)  # 64-pixel scenes, scale 2
     assert len(one.layout.shapes) == len(result.boxes) + 14  # boxes + 7 + 7 grid lines
 
 
