@@ -2,17 +2,19 @@
 
 :func:`queries_and_keys` runs a decoder-only model layer by layer with PyTorch's fused attention
 (which never materializes the softmax) and keeps what the patterns can be rebuilt from: each
-layer's queries and keys after rotation, ``q`` (h, T, d_k) and ``k`` (h_kv, T, d_k). The patterns
-themselves are then computed block by block on demand by :mod:`attention_viz.analysis.blockwise`.
+layer's queries and keys after rotation, ``q`` (h, T, d_k) and ``k`` (h_kv, T, d_k), and each
+head's softmax normalizers (``lse``, which the kernel returns with its output: they spare the head's
+overview its exps, :func:`attention_viz.analysis.blockwise.overview`). The patterns themselves are
+then computed block by block on demand by :mod:`attention_viz.analysis.blockwise`.
 Memory: layers × (h + h_kv) × T × d_k floats (2 layers, 4 heads, 32k tokens, d_k 16: 17 MB) instead
-of layers × h × T² (34 GB).
+of layers × h × T², plus the residual stream (T, d_model) while a later layer may still be asked for.
 
-The wiring follows ``DecoderLayer.forward`` (pre-/post-LN, parallel residual); a test checks that
-every layer's q/k equal those of the model's own forward. Nothing reads the last layer's output, so
-that layer stops at its q and k projections: its attention and feed-forward (half the forward of a
-2-layer model at 32k tokens, the attention being T²/2 logits per head) are never run. The other
-layers' fused attention also returns its softmax normalizers (``lse``): kept, they spare every
-head's overview of that layer its exps (:func:`attention_viz.analysis.blockwise.overview`).
+Layers run when a view first asks for them: the head view opens on one head of layer 0, which needs
+layer 0's q/k and that head's pass of the kernel, not the other heads (at 32k tokens with 4 heads, a
+quarter of the forward of a 2-layer model). Nothing reads the last layer's output, so that layer
+stops at its q and k projections; its heads' normalizers come from the kernel with the keys standing
+in for the values. The wiring follows ``DecoderLayer.forward`` (pre-/post-LN, parallel residual); a
+test checks that every layer's q/k equal those of the model's own forward.
 
 A layer with a sliding window of W positions (Mistral; not those in ``config.full_attention_layers``)
 runs the same kernel a block of queries at a time over the band of keys that block can see,
@@ -22,10 +24,11 @@ all, and the normalizers come back over the band only, as the patterns need them
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import torch
 
-from .analysis.blockwise import QueriesKeys
 from .errors import ModelError
 from .model import MultiHeadAttention, Transformer
 
@@ -40,8 +43,8 @@ def _queries_keys(attn: MultiHeadAttention, x: torch.Tensor) -> tuple[torch.Tens
 
 
 # PyTorch's CPU flash-attention kernel (the one scaled_dot_product_attention runs here), called
-# directly: beside its output it returns the softmax normalizers it computed anyway, which every
-# head's overview of this layer then reuses instead of summing T²/2 exps again.
+# directly: beside its output it returns the softmax normalizers it computed anyway, which the
+# head's overview then reuses instead of summing T²/2 exps again.
 _FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 WINDOW_BLOCK = 512  # queries per block of a windowed layer: a mask of 512 × (512 + W − 1) floats
 
@@ -69,60 +72,112 @@ def _fused(
     return torch.cat(contexts, 2), torch.cat(lses, 2)
 
 
-def _attention(
-    attn: MultiHeadAttention, x: torch.Tensor, window: int | None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Causal self-attention with the fused kernel; returns (output, q, k, lse (1, h, T))."""
-    q, k = _queries_keys(attn, x)
-    v = attn.split_heads(attn.w_v(x), attn.h_kv)
-    keys = k
-    if attn.h_kv != attn.h:  # the kernel reads one K/V head per query head: repeat each for its group
-        keys, v = k.repeat_interleave(attn.h // attn.h_kv, 1), v.repeat_interleave(attn.h // attn.h_kv, 1)
-    context, lse = _fused(q, keys, v, window)
-    batch, _, length, _ = context.shape
-    return attn.w_o(context.transpose(1, 2).reshape(batch, length, attn.h * attn.d_k)), q, k, lse
+class DecoderQueriesKeys:
+    """A decoder-only model's q/k and normalizers on one input, each layer run when a view first asks
+    (:class:`attention_viz.analysis.blockwise.QueriesKeys`). The layers below the *frontier* have
+    run whole; the frontier's q/k and the heads of it run so far are kept with the residual stream
+    entering it, (T, d_model) floats, from which the forward continues when a later layer is asked.
+    Every value is the kernel's own over the same q, k, v whatever the order of asking (a head's rows
+    never depend on the other heads in the call). One lock: sessions sharing the input never run a
+    layer twice nor see one half made."""
 
+    def __init__(self, model: Transformer, ids: torch.Tensor) -> None:
+        config = model.config
+        if config.shape != "decoder-only" or model.decoder is None:
+            raise ModelError("long inputs need a decoder-only model")
+        self._decoder = model.decoder
+        length = ids.shape[1]
+        # each layer's window; None where it restricts nothing (full-attention layers, or W ≥ T)
+        self.window = [None if w is None or w >= length else w for w in self._decoder.windows]
+        self.n_layers, self.n_heads = len(self._decoder.layers), config.h
+        self._q: list[np.ndarray | None] = [None] * self.n_layers  # (h, T, d_k) once made
+        self._k: list[np.ndarray | None] = [None] * self.n_layers  # (h_kv, T, d_k)
+        self._lse: list[dict[int, np.ndarray]] = [{} for _ in range(self.n_layers)]  # head → (T,)
+        self._lock = threading.Lock()
+        with torch.inference_mode():
+            self._x: torch.Tensor | None = self._decoder.embed(ids)  # (1, T, d_model) entering the frontier
+        self._frontier = 0
+        self._v: torch.Tensor | None = None  # the frontier's values (1, h_kv, T, d_k), once its q/k are made
+        self._contexts: dict[int, torch.Tensor] = {}  # the frontier's heads run so far → (1, 1, T, d_k)
 
-@torch.inference_mode()
-def normalizers(q: np.ndarray, k: np.ndarray, window: int | None = None) -> np.ndarray:
-    """A layer's softmax normalizers (h, T) from its kept q (h, T, d_k) and k (h_kv, T, d_k), over
-    each query's last ``window`` keys (None: all it sees), by the fused kernel (for the last layer,
-    whose attention the forward skips). They do not depend on the values: the keys stand in for them."""
-    queries, keys = torch.from_numpy(q)[None], torch.from_numpy(k)[None]
-    if keys.shape[1] != queries.shape[1]:
-        keys = keys.repeat_interleave(queries.shape[1] // keys.shape[1], 1)
-    return _fused(queries, keys, keys, window)[1][0].float().numpy().copy()
+    def layer(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._q[layer] is None:
+            with self._lock:
+                self._reach(layer)
+        return self._q[layer], self._k[layer]
 
+    def head(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
+        q, k = self.layer(layer)
+        return q[head], k[head // (q.shape[0] // k.shape[0])]
 
-@torch.inference_mode()
-def queries_and_keys(model: Transformer, ids: torch.Tensor) -> QueriesKeys:
-    """ids (1, T) through a decoder-only model; ModelError for what this path cannot run."""
-    config = model.config
-    if config.shape != "decoder-only" or model.decoder is None:
-        raise ModelError("long inputs need a decoder-only model")
-    decoder = model.decoder
-    x = decoder.embed(ids)  # (1, T, d_model)
-    length = ids.shape[1]
-    # each layer's window; None where it restricts nothing (full-attention layers, or W ≥ T)
-    windows = [None if w is None or w >= length else w for w in decoder.windows]
-    qs, ks, lses = [], [], []
-    for i, (layer, window) in enumerate(zip(decoder.layers, windows)):
-        attn_sub, ffn_sub = layer.sublayers[0], layer.sublayers[-1]
-        attn_in = attn_sub.norm(x) if attn_sub.pre_norm else x  # parallel residual is pre-LN too
-        if i == len(decoder.layers) - 1:  # the last layer's output is never read: its q and k are all we keep
-            q, k = _queries_keys(layer.self_attn, attn_in)
-            lse = None
-        else:
-            out, q, k, lse = _attention(layer.self_attn, attn_in, window)
-            if layer.parallel_residual:
-                x = x + out + layer.feed_forward(ffn_sub.norm(x))
-            elif attn_sub.pre_norm:
-                x = x + out
-                x = x + layer.feed_forward(ffn_sub.norm(x))
+    def normalizers(self, layer: int, head: int | None = None) -> np.ndarray:
+        heads = range(self.n_heads) if head is None else [head]
+        if any(h not in self._lse[layer] for h in heads):
+            with self._lock:
+                self._reach(layer)
+                if layer == self._frontier:  # below it every head has run
+                    self._run([h for h in heads if h not in self._lse[layer]])
+        return self._lse[layer][head] if head is not None else np.stack([self._lse[layer][h] for h in heads])
+
+    @torch.inference_mode()
+    def _reach(self, layer: int) -> None:
+        """Run the layers below ``layer`` whole and make its q/k (lock held)."""
+        while self._frontier < layer:
+            self._finish()
+        if self._q[layer] is None:
+            attn_sub, attn = self._decoder.layers[layer].sublayers[0], self._decoder.layers[layer].self_attn
+            attn_in = attn_sub.norm(self._x) if attn_sub.pre_norm else self._x  # parallel residual is pre-LN too
+            q, k = _queries_keys(attn, attn_in)
+            self._k[layer] = k[0].float().numpy().copy()
+            self._q[layer] = q[0].float().numpy().copy()  # last: a reader without the lock checks q
+            if layer == self.n_layers - 1:  # the last layer's output is never read: q and k are all it gives
+                self._x = None
             else:
-                x = attn_sub.norm(x + out)
-                x = ffn_sub.norm(x + layer.feed_forward(x))
-        qs.append(q[0].float().numpy().copy())
-        ks.append(k[0].float().numpy().copy())
-        lses.append(None if lse is None else lse[0].float().numpy().copy())
-    return QueriesKeys(qs, ks, lses, windows)
+                self._v = attn.split_heads(attn.w_v(attn_in), attn.h_kv)
+
+    @torch.inference_mode()
+    def _run(self, heads: list[int]) -> None:
+        """The fused kernel on ``heads`` of the frontier (q/k made, lock held): their normalizers and,
+        below the last layer, their outputs."""
+        if not heads:
+            return
+        layer = self._frontier
+        q, k = torch.from_numpy(self._q[layer])[None], torch.from_numpy(self._k[layer])[None]
+        chosen = torch.tensor(heads)
+        kv = chosen // (q.shape[1] // k.shape[1])  # the K/V head each query head reads
+        keys = k[:, kv]
+        # the last layer: no values (its output is never read); the normalizers do not depend on them
+        values = keys if self._v is None else self._v[:, kv]
+        context, lse = _fused(q[:, chosen], keys, values, self.window[layer])
+        for i, head in enumerate(heads):
+            self._lse[layer][head] = lse[0, i].float().numpy().copy()
+            if self._v is not None:
+                self._contexts[head] = context[:, i : i + 1]
+
+    @torch.inference_mode()
+    def _finish(self) -> None:
+        """The frontier's attention (the heads not yet run), feed-forward and residual: the next layer's
+        input (lock held)."""
+        layer, i = self._decoder.layers[self._frontier], self._frontier
+        self._reach(i)
+        self._run([h for h in range(self.n_heads) if h not in self._contexts])
+        attn_sub, ffn_sub, attn = layer.sublayers[0], layer.sublayers[-1], layer.self_attn
+        context = torch.cat([self._contexts[h] for h in range(self.n_heads)], 1)  # (1, h, T, d_k)
+        batch, _, length, _ = context.shape
+        out = attn.w_o(context.transpose(1, 2).reshape(batch, length, attn.h * attn.d_k))
+        x = self._x
+        if layer.parallel_residual:
+            x = x + out + layer.feed_forward(ffn_sub.norm(x))
+        elif attn_sub.pre_norm:
+            x = x + out
+            x = x + layer.feed_forward(ffn_sub.norm(x))
+        else:
+            x = attn_sub.norm(x + out)
+            x = ffn_sub.norm(x + layer.feed_forward(x))
+        self._x, self._v, self._contexts, self._frontier = x, None, {}, i + 1
+
+
+def queries_and_keys(model: Transformer, ids: torch.Tensor) -> DecoderQueriesKeys:
+    """ids (1, T) through a decoder-only model, layer by layer as views ask; ModelError for what this
+    path cannot run."""
+    return DecoderQueriesKeys(model, ids)

@@ -1,8 +1,10 @@
 """Long inputs on a tiny 2-layer rotary model (untrained, seeded: this measures cost, not meaning):
 the forward that keeps each layer's rotated queries and keys (and the normalizers its fused attention
-returns), one head's max-pooled overview from those normalizers, the full pass (normalizers plus max-
-and mean-pooled tiles: mean pooling, or the last layer), a zoom step, exact cells, and every head's
-overview (the all-heads grid), with what the browser would receive.
+returns), what the head view's landing needs of it (``landing``: layer 0's q/k and one head's pass of
+the fused kernel, since layers run as views ask), one head's max-pooled overview from those
+normalizers, the full pass (normalizers plus max- and mean-pooled tiles: mean pooling, or the last
+layer), a zoom step, exact cells, and every head's overview (the all-heads grid), with what the
+browser would receive.
 
 ``python -m benchmarks.long --tokens 8192 32768`` runs each length in a fresh process and prints one
 JSON line per length: wall seconds per step (``*_s``), CPU seconds of the process's threads
@@ -73,7 +75,7 @@ def measure(tokens: int, window: int | None = None) -> dict:
     import torch
 
     from attention_viz.analysis.blockwise import overview, pattern_block, pooled_region, quantize
-    from attention_viz.longcontext import normalizers, queries_and_keys
+    from attention_viz.longcontext import queries_and_keys
     from attention_viz.model import Transformer, TransformerConfig
 
     torch.manual_seed(0)
@@ -86,12 +88,15 @@ def measure(tokens: int, window: int | None = None) -> dict:
     model = Transformer(config).eval()
     ids = torch.randint(0, 1000, (1, tokens))
     clock = Clock()
-    with clock.step("forward"):
+    with clock.step("forward"):  # every layer: layer 0 whole (its heads in one call), the last one's q/k
         kept = queries_and_keys(model, ids)
+        kept.layer(config.N - 1)
+    with clock.step("landing"):  # a fresh input as the head view opens it: layer 0's q/k, head 0's kernel pass
+        queries_and_keys(model, ids).normalizers(0, 0)
     q, k = kept.head(0, 0)  # the head view's first head
     first, final = kept.window[0], kept.window[-1]  # None: the whole causal past
-    with clock.step("head_overview"):  # max tiles, the layer's normalizers kept by the forward: no exp
-        view = overview(q, k, tiles=TILES, lse=kept.lse[0][0], window=first)
+    with clock.step("head_overview"):  # max tiles, the head's normalizers from the forward's kernel: no exp
+        view = overview(q, k, tiles=TILES, lse=kept.normalizers(0, 0), window=first)
     with clock.step("head_overview_full"):  # the full pass: mean tiles, or a head of the last layer
         overview(*kept.head(config.N - 1, 0), tiles=TILES, window=final)
     last = range(tokens - ZOOM, tokens)
@@ -101,7 +106,7 @@ def measure(tokens: int, window: int | None = None) -> dict:
         pattern_block(q, k, range(tokens - TILES, tokens), range(tokens - TILES, tokens), window=first)
     with clock.step("grid"):  # every head's max overview, as the all-heads grid makes them
         for layer, window in enumerate(kept.window):
-            lse = kept.lse[layer] if kept.lse[layer] is not None else normalizers(kept.q[layer], kept.k[layer], window)
+            lse = kept.normalizers(layer)  # the last layer's: every head's kernel pass, here
             for head in range(config.h):
                 overview(*kept.head(layer, head), tiles=TILES, lse=lse[head], window=window)
     return {

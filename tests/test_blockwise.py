@@ -10,7 +10,6 @@ import torch
 
 from attention_viz.analysis.blockwise import normalizers, overview, pattern_block, pooled_region, quantize, tile_size
 from attention_viz.hooks import capture
-from attention_viz.longcontext import normalizers as fused_normalizers
 from attention_viz.longcontext import queries_and_keys
 from attention_viz.model import Transformer, TransformerConfig
 
@@ -105,15 +104,12 @@ def test_long_input_forward_keeps_the_models_queries_and_keys(name):
     ids = torch.randint(0, 60, (1, 100))
     with torch.inference_mode(), capture(kinds=("q", "k", "pattern")) as recorded:
         model(ids)
-    kept = queries_and_keys(model, ids)  # the last layer: its q and k only, not its attention
-    assert kept.lse[1] is None
-    last = fused_normalizers(kept.q[1], kept.k[1])  # made on demand instead, by the same fused kernel
+    kept = queries_and_keys(model, ids)  # layer 0 with its output, the last one's q and k only
     for layer in range(2):
-        assert np.abs(kept.q[layer] - recorded[f"decoder.layers.{layer}.self_attn.q"][0].numpy()).max() <= 1e-5
-        assert np.abs(kept.k[layer] - recorded[f"decoder.layers.{layer}.self_attn.k"][0].numpy()).max() <= 1e-5
+        assert np.abs(kept.layer(layer)[0] - recorded[f"decoder.layers.{layer}.self_attn.q"][0].numpy()).max() <= 1e-5
+        assert np.abs(kept.layer(layer)[1] - recorded[f"decoder.layers.{layer}.self_attn.k"][0].numpy()).max() <= 1e-5
         for head in range(4):
             q, k = kept.head(layer, head)
-            fused = kept.lse[0][head] if layer == 0 else last[head]  # layer 0's: returned with its output
-            assert np.abs(fused - normalizers(q, k, range(100))).max() <= 1e-5
+            assert np.abs(kept.normalizers(layer, head) - normalizers(q, k, range(100))).max() <= 1e-5
             block = pattern_block(q, k, range(0, 100), range(0, 100))
             assert np.abs(block - recorded[f"decoder.layers.{layer}.self_attn.pattern"][0, head].numpy()).max() <= 1e-5

@@ -69,14 +69,14 @@ def test_each_layers_blockwise_pattern_equals_the_models_windowed_forward():
     with torch.inference_mode(), capture(kinds=("q", "k", "pattern")) as recorded:
         model(ids)
     kept = longcontext.queries_and_keys(model, ids)
-    assert kept.window == [WINDOW, None, WINDOW] and kept.lse[2] is None
+    assert kept.window == [WINDOW, None, WINDOW]
     everything = range(n)
     for layer in range(3):
         window = kept.window[layer]
         prefix = f"decoder.layers.{layer}.self_attn"
-        assert np.abs(kept.q[layer] - recorded[f"{prefix}.q"][0].numpy()).max() <= 1e-5  # layer 0's windowed
-        assert np.abs(kept.k[layer] - recorded[f"{prefix}.k"][0].numpy()).max() <= 1e-5  # output fed layers 1, 2
-        fused = kept.lse[layer] if layer < 2 else longcontext.normalizers(kept.q[2], kept.k[2], window)
+        assert np.abs(kept.layer(layer)[0] - recorded[f"{prefix}.q"][0].numpy()).max() <= 1e-5  # layer 0's windowed
+        assert np.abs(kept.layer(layer)[1] - recorded[f"{prefix}.k"][0].numpy()).max() <= 1e-5  # output fed 1, 2
+        fused = kept.normalizers(layer)  # the last layer's by the kernel with the keys for values
         for head in range(4):
             captured = recorded[f"{prefix}.pattern"][0, head].numpy()
             q, k = kept.head(layer, head)
@@ -130,8 +130,8 @@ def test_an_8k_input_computes_only_the_band(monkeypatch):
     kept = longcontext.queries_and_keys(model, ids)
     tokens = Tokens("x" * n, tuple(ids[0].tolist()), ("x",) * n, tuple((i, i + 1) for i in range(n)),
                     (False,) * n, (False,) * n, tuple(range(n)))
-    long = LongInput("tiny", tokens, kept, 0, normalize=longcontext.normalizers)
-    last = long.normalizers(1)  # the last layer's, made on demand by the same banded kernel
+    long = LongInput("tiny", tokens, kept, 0)
+    lse = [kept.normalizers(0), kept.normalizers(1)]  # layer 0's with its output, the last's by the same banded kernel
     assert kept.window == [window, window] and not any(causal for *_, causal, _ in kernel_calls)
     for queries, keys, _, shape in kernel_calls:
         assert keys <= queries + window - 1 and shape == (queries, keys)
@@ -143,7 +143,7 @@ def test_an_8k_input_computes_only_the_band(monkeypatch):
             logit_blocks.clear()
             q, k = kept.head(layer, head)
             whole = long.overview(layer, head, tiles=512)  # the full pass: normalizers, max and mean tiles
-            assert np.abs(whole.lse - (kept.lse[0] if layer == 0 else last)[head]).max() <= 1e-4
+            assert np.abs(whole.lse - lse[layer][head]).max() <= 1e-4
             assert sum(shape[0] * shape[1] for shape, _ in logit_blocks) <= n * (window + 2 * 256)
             assert all(w == window for _, w in logit_blocks)
             empty = outside(n, 16, window)  # tiles of 16 tokens

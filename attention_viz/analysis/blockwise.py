@@ -38,7 +38,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -48,23 +48,28 @@ if TYPE_CHECKING:
 POOLINGS = ("max", "mean")
 
 
-@dataclass(frozen=True)
-class QueriesKeys:
-    """Each layer's rotated queries and keys of one long input, float32 numpy (what
-    :func:`attention_viz.longcontext.queries_and_keys` keeps instead of the patterns)."""
+class QueriesKeys(Protocol):
+    """Each layer's rotated queries and keys of one long input, float32 numpy, and each head's softmax
+    normalizers (what :func:`attention_viz.longcontext.queries_and_keys` keeps instead of the
+    patterns). Made when a view first asks for them and kept: a layer's q/k need the layers below it
+    run, a head's normalizers a pass of the fused kernel over that head alone."""
 
-    q: list[np.ndarray]  # per layer (h, T, d_k)
-    k: list[np.ndarray]  # per layer (h_kv, T, d_k)
-    # per layer (h, T): the softmax normalizers the forward's fused attention returned with its
-    # output; None for the last layer, whose attention the forward skips
-    lse: list[np.ndarray | None]
+    n_layers: int
+    n_heads: int
     # per layer: the sliding window each query's keys are limited to; None for the whole causal past
     window: list[int | None]
 
+    def layer(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
+        """q (h, T, d_k) and k (h_kv, T, d_k) of one layer."""
+        ...
+
     def head(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
         """(q, k) of one query head, k being the K/V head its group reads."""
-        q, k = self.q[layer], self.k[layer]
-        return q[head], k[head // (q.shape[0] // k.shape[0])]
+        ...
+
+    def normalizers(self, layer: int, head: int | None = None) -> np.ndarray:
+        """One head's (T,) log Σ exp of each row's logits; every head's (h, T) when ``head`` is None."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ Plain numpy (no torch): the backend fills :class:`LongInput`, the head view asks
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,17 +23,12 @@ LOG_FLOOR = 1e-6  # below 1/32k, the weight of a row spread evenly over 32k keys
 
 @dataclass(frozen=True)
 class LongInput:
-    """A long text's tokens and each decoder layer's rotated queries and keys."""
+    """A long text's tokens and each decoder layer's rotated queries and keys (made as views ask)."""
 
     model: str
     tokens: Tokens
     kept: QueriesKeys
     dropped: int  # tokens past the model's longest input
-    # (q (h, T, d_k), k (h_kv, T, d_k), sliding window or None) → the layer's normalizers (h, T) by the
-    # backend's fused kernel, for a layer whose forward did not keep them (the last); None: such a
-    # layer takes the full pass
-    normalize: Callable[[np.ndarray, np.ndarray, int | None], np.ndarray] | None = field(default=None, compare=False)
-    _normalized: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def length(self) -> int:
@@ -41,34 +36,29 @@ class LongInput:
 
     @property
     def n_layers(self) -> int:
-        return len(self.kept.q)
+        return self.kept.n_layers
 
     @property
     def n_heads(self) -> int:
-        return self.kept.q[0].shape[0]
+        return self.kept.n_heads
 
     def overview(self, layer: int, head: int, tiles: int = TILES, means: bool = True) -> Overview:
         """One pass over the head's causal logits: row normalizers and the pooled pattern. Without
-        ``means``, given the layer's normalizers, the max-pooled tiles alone (no exp: about a third
-        of the work)."""
-        normalizers = None if means else self.normalizers(layer)
+        ``means``, given the head's normalizers from the fused kernel, the max-pooled tiles alone (no
+        exp: about a third of the work)."""
         return overview(*self.kept.head(layer, head), tiles=tiles,
-                        lse=None if normalizers is None else normalizers[head], window=self.kept.window[layer])
+                        lse=None if means else self.kept.normalizers(layer, head), window=self.kept.window[layer])
 
-    def normalizers(self, layer: int) -> np.ndarray | None:
-        """(h, T): kept by the forward, else made once by ``normalize`` (all the layer's heads in one
-        fused call: ~2.3 CPU-s at 32k for 4 heads, against ~2.9 for each head's full pass)."""
-        if self.kept.lse[layer] is not None:
-            return self.kept.lse[layer]
-        if self.normalize is None:
-            return None
-        if layer not in self._normalized:  # concurrent sessions may both compute it: the same values
-            self._normalized[layer] = self.normalize(self.kept.q[layer], self.kept.k[layer], self.kept.window[layer])
-        return self._normalized[layer]
-
-    def needs_means(self, layer: int, pooling: str) -> bool:
-        """Does a view pooled this way need the full pass (mean tiles, or no normalizers to be had)?"""
-        return pooling == "mean" or (self.kept.lse[layer] is None and self.normalize is None)
+    def read_every_head(self, means: bool) -> None:
+        """Every layer's q/k and, unless ``means`` (the overviews then make their own), every head's
+        normalizers: a layer's heads not yet run go through the kernel in one call. The kernel hands
+        each core an equal run of rows, and a causal head's later rows cost more: one head alone gives
+        one core a quarter of the work (32k tokens: 1.7 s for one head, 2.3 s for two, at 2 threads)."""
+        for layer in range(self.n_layers):
+            if means:
+                self.kept.layer(layer)
+            else:
+                self.kept.normalizers(layer)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from tokenizers import Tokenizer
 from ..analysis.long_input import LongInput
 from ..errors import ModelError
 from ..hooks import KINDS, capture
-from ..longcontext import normalizers, queries_and_keys
+from ..longcontext import queries_and_keys
 from ..model import Transformer, TransformerConfig
 from ..result import AttentionResult
 from ..tokens import Tokens, load_tokenizer, tokenize
@@ -121,8 +121,8 @@ class OursDecoderBackend(Backend):
         if not self.can_read_long:
             return super().long_input(text)
         tokens, dropped = tokenize(self.tokenizer, check_text(text), self.model.config.max_len)
-        kept = queries_and_keys(self.model, torch.tensor([require_readable(tokens).ids]))  # no (T, T) tensor
-        return LongInput(self.name, tokens, kept, dropped, normalize=normalizers)
+        kept = queries_and_keys(self.model, torch.tensor([require_readable(tokens).ids]))  # layers run as views ask
+        return LongInput(self.name, tokens, kept, dropped)
 
     def meta(self, dropped: int) -> dict:
         config = self.model.config

@@ -34,7 +34,8 @@ def render(result: AttentionResult) -> None:
                      format_func=POOLING_NAMES.get)
     identity = (result.model, text)
     with heavy("every head's pass over the long text"):
-        overviews = [[head_overview(long, identity, layer, head, long.needs_means(layer, pooling))
+        long.read_every_head(means=pooling == "mean")
+        overviews = [[head_overview(long, identity, layer, head, pooling == "mean")
                       for head in range(heads)] for layer in range(layers)]
     stack = thumbnails(overviews, THUMB, pooling)
     grid = heads_grid(stack, title=f"every head, {pooling}-pooled over {n:,} tokens (rows: layers, columns: heads) "

@@ -28,18 +28,19 @@ def applies(result: AttentionResult) -> bool:
     return result.meta.get("dropped", 0) > 0 and cache.backend(result.model).can_read_long
 
 
-@st.cache_resource(max_entries=4, show_spinner="Reading the whole text (queries and keys of every layer)…")
+@st.cache_resource(max_entries=4, show_spinner="Reading the whole text…")
 def long_input(model: str, text: str) -> LongInput:
-    """Per (model, text): layers × heads × tokens × d_k floats, never tokens². Seconds of CPU at 32k
-    tokens: a slot of the server's heavy work (refused, not queued, when every slot is taken)."""
+    """Per (model, text): layers × heads × tokens × d_k floats once every layer is asked for, never
+    tokens². A slot of the server's heavy work (refused, not queued, when every slot is taken)."""
     with heavy("reading the whole text"):
         return cache.backend(model).long_input(text)
 
 
 @st.cache_resource(max_entries=32, show_spinner="Computing the head's pattern block by block…")
 def head_overview(_long: LongInput, identity: tuple, layer: int, head: int, means: bool) -> Overview:
-    """One pass per head (pooled tiles, and the normalizers unless the forward kept them);
-    ``identity`` = (model, text) names ``_long``. A pass over T²/2 logits: heavy work, like the forward."""
+    """One pass per head (pooled tiles, and the normalizers with ``means``), after the layers it needs
+    (the layers below run whole, the head's fused kernel pass for max tiles); ``identity`` = (model,
+    text) names ``_long``. Passes over T²/2 logits: seconds of CPU at 32k tokens, heavy work."""
     with heavy("this head's pass over the whole text"):
         return _long.overview(layer, head, TILES, means)
 
@@ -89,7 +90,7 @@ def render(result: AttentionResult) -> None:
                          format_func=COLOUR_NAMES.get, help="Log: over thousands of keys most weights are tiny "
                          f"(about 1 / the number of keys); the log scale tells them apart down to {LOG_FLOOR:g}.")
     rows, cols = zoom(n, n)
-    whole = head_overview(long, (result.model, text), layer, head, long.needs_means(layer, pooling))
+    whole = head_overview(long, (result.model, text), layer, head, pooling == "mean")
     heatmap = long_heatmap(long, layer, head, whole, rows, cols, pooling, colours=colours)
     title = f"layer {layer}, head {head}: queries {rows.start}–{rows.stop - 1}, keys {cols.start}–{cols.stop - 1}"
     chart(st, cache.figure(long_heatmap_figure, heatmap, long.tokens.labels, title), key="head_long_chart",
