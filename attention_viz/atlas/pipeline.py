@@ -172,7 +172,9 @@ def run_ray(model: str, out: Path, plan_: Plan, workers: int | None, worker_cpus
     # merge small files into one block, leaving a single task for all the workers.
     files = sorted(str(path) for path in (out / layout.PENDING).glob("*.parquet"))
     dataset = ray.data.from_items([{"path": path} for path in files], override_num_blocks=len(files))
-    dataset = dataset.map_batches(read_pending, batch_size=1, batch_format="pyarrow", num_cpus=0.25)
+    # One reader at a time: a pending file reads in milliseconds, and each concurrent reader is a Ray
+    # worker process of its own (~2 CPU-s to start) that the model workers wait behind on a small machine.
+    dataset = dataset.map_batches(read_pending, batch_size=1, batch_format="pyarrow", num_cpus=0.25, concurrency=1)
     shards = dataset.map_batches(
         AtlasWorker,
         fn_constructor_kwargs={"model": model, "sample_below": plan_.sample_below, "js_below": plan_.js_below},
