@@ -64,28 +64,6 @@ def test_the_page_list_matches_the_app():
     assert re.findall(r'^SECTIONS = \{"(\w+)": \w+, "(\w+)": \w+\}', source, re.M) == [("Learn", "Explore")]
 
 
-PROBLEMS = "[data-testid='stException'], [data-testid='stAlertContentError']"
-
-
-def test_every_page_opens_without_an_error(app_url, page):
-    """One session picks every view in the sidebar in turn, as a person does (a page load each would
-    cost the browser ~10 CPU-s here); each view draws its figure (the atlas, with none built, offers
-    to build one) and shows no error."""
-    page.goto(app_url)
-    wait_for_heatmap(page)
-    broken = {}
-    for view in VIEWS:
-        open_view(page, view)
-        if view == "atlas":
-            page.get_by_role("button", name="Build the probes atlas of minilm").wait_for(timeout=90_000)
-        else:
-            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=90_000)
-        problems = page.locator(PROBLEMS).all_inner_texts()
-        if problems or (view != "atlas" and page.locator(".js-plotly-plot").count() == 0):
-            broken[view] = problems or ["no figure"]
-    assert broken == {}
-
-
 def test_clicking_a_head_in_the_grid_enlarges_it_and_in_token_focus_opens_its_row(app_url, page):
     page.goto(f"{app_url}/?view=grid")
     wait_for_heatmap(page, "layer 0, head 0")  # the enlarged head before any click
