@@ -79,7 +79,7 @@ class DecoderQueriesKeys:
     entering it, (T, d_model) floats, from which the forward continues when a later layer is asked.
     Every value is the kernel's own over the same q, k, v whatever the order of asking (a head's rows
     never depend on the other heads in the call). One lock: sessions sharing the input never run a
-    layer twice nor see one half made."""
+    layer twice nor see one half made. It holds the (shared) model: the page keeps a few inputs only."""
 
     def __init__(self, model: Transformer, ids: torch.Tensor) -> None:
         config = model.config
