@@ -19,6 +19,7 @@ SHAPE = (2, 512, 512)  # 2 MB of float32: above buffers.MIN_BYTES
 
 @pytest.fixture(autouse=True)
 def empty_free_list():
+    gc.collect()  # a result an earlier test left in a reference cycle would return its blocks mid-test
     buffers.release()
     yield
     buffers.release()
