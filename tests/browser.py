@@ -84,7 +84,7 @@ def new_page(browser: Browser, width: int = VIEWPORT["width"], height: int = VIE
     """A page in a fresh context (no cookies, no session). Reduced motion: while a script runs, Streamlit's
     animations repaint in software on every frame, about a third of the browser's CPU in a page load here."""
     page = browser.new_page(viewport={"width": width, "height": height}, reduced_motion="reduce")
-    page.set_default_timeout(60_000)  # three test workers on two cores: a click may wait for a busy server
+    page.set_default_timeout(60_000)  # test workers on both cores: a click may wait for a busy server
     return page
 
 
