@@ -6,7 +6,9 @@ MB (a 512-token forward's 75 MB of patterns: ~65 ms, a quarter of the whole forw
 hands freed blocks this large back to the kernel at once, so the next call pays it again. Blocks of
 :data:`MIN_BYTES` or more therefore come from here: once nothing uses a block any more it joins a
 free list (at most :data:`limit_bytes` in all) and a later call of about the same size writes into
-pages already mapped.
+pages already mapped. A new block is advised to the kernel as huge pages (2 MB each, where the
+kernel's transparent huge pages are on "madvise", as on Debian): mapping 75 MB then takes ~300 page
+faults instead of ~19,000, and about half the time.
 
 A block is free only when nothing refers to it. Each block is a byte tensor read through one numpy
 array, the *owner*; every array, view and tensor handed out is made from the owner, and torch keeps
@@ -21,7 +23,9 @@ under the GIL: concurrent calls never get the same block.
 
 from __future__ import annotations
 
+import ctypes
 import math
+import mmap
 import weakref
 
 import numpy as np
@@ -31,14 +35,19 @@ MIN_BYTES = 1 << 20  # smaller blocks come back from glibc's heap already mapped
 limit_bytes = 128 << 20  # free blocks kept at most; a 512-token minilm run uses 6 × 12 MB
 _free: dict[int, torch.Tensor] = {}  # id → byte tensor nobody uses (tensors compare elementwise, not by identity)
 _NUMPY = {torch.float32: np.float32, torch.float64: np.float64}
+HUGE_PAGE = 2 << 20
+_MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)  # Linux only
+_madvise = ctypes.CDLL(None, use_errno=True).madvise if _MADV_HUGEPAGE is not None else None
+if _madvise is not None:
+    _madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 
 
 def empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     """An uninitialized contiguous CPU tensor, in recycled memory when it is large enough."""
     nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < MIN_BYTES or dtype not in _NUMPY or limit_bytes <= 0:
+    if nbytes < MIN_BYTES or dtype not in _NUMPY:
         return torch.empty(shape, dtype=dtype)
-    block = _take(nbytes)
+    block = _take(nbytes) if limit_bytes > 0 else _new_block(nbytes)
     owner = block.numpy()  # the only array made straight from the block: all users hang from it
     finalizer = weakref.finalize(owner, _give_back, block)
     finalizer.atexit = False
@@ -52,7 +61,17 @@ def _take(nbytes: int) -> torch.Tensor:
         block = _free.pop(key, None)  # None: another thread took it since the snapshot
         if block is not None:
             return block
-    return torch.empty(nbytes, dtype=torch.uint8)
+    return _new_block(nbytes)
+
+
+def _new_block(nbytes: int) -> torch.Tensor:
+    """``nbytes`` of memory new to the process, starting on a huge-page boundary and advised as huge
+    pages before anything touches it (advice is only a hint: without it the block is the same)."""
+    raw = torch.empty(nbytes + HUGE_PAGE, dtype=torch.uint8)
+    start = -raw.data_ptr() % HUGE_PAGE
+    if _madvise is not None:
+        _madvise(raw.data_ptr() + start, nbytes, _MADV_HUGEPAGE)
+    return raw[start : start + nbytes]
 
 
 def _give_back(block: torch.Tensor) -> None:

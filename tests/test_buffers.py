@@ -103,3 +103,13 @@ def test_a_kept_result_is_untouched_by_later_runs():
     assert all(np.array_equal(kept.arrays[n], snapshot[n]) for n in snapshot)
     for pattern in kept.arrays.values():
         np.testing.assert_allclose(pattern.sum(-1), 1.0, rtol=1e-5)
+
+
+def test_a_new_block_starts_on_a_huge_page_boundary():
+    """So that the kernel can map it 2 MB at a time (the huge-page advice covers the block from its start)."""
+    buffers.release()
+    for shape in ((512, 512, 12), (3, 700, 700)):
+        block = buffers.empty(shape, torch.float32)
+        assert block.data_ptr() % buffers.HUGE_PAGE == 0
+        block.fill_(1.0)
+        assert float(block.sum()) == block.numel()
