@@ -20,9 +20,9 @@ $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
-# Debian's Chromium for the browser tests (Playwright drives it; it never downloads a browser).
+# Debian's Chromium (its headless shell) for the browser tests (Playwright drives it; it never downloads a browser).
 browser:
-	@command -v chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium chromium-driver fonts-noto-cjk; }
+	@command -v chromium-headless-shell >/dev/null || { apt-get update -q && apt-get install -y -q chromium-headless-shell fonts-noto-cjk; }
 
 # The server settings (headless, no file watcher, no usage statistics) are in .streamlit/config.toml.
 run: install
