@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from attention_viz.backends.base import Backend
-from attention_viz.figures.axes import MAX_TICKS
+from attention_viz.figures.axes import ticked
 
 from .texts import text_of_tokens
 
@@ -30,8 +30,7 @@ TICKS_SHOWN = """expected => {
 def expected_ticks(backend: Backend, text: str) -> list[str]:
     """The x tick labels the head view draws for ``text`` (figures/axes.py: every k-th token)."""
     labels = backend.tokenize(text)[0].labels
-    step = max(1, -(-len(labels) // MAX_TICKS))
-    return [labels[i] for i in range(0, len(labels), step)]
+    return [labels[i] for i in ticked(len(labels))]
 
 
 def cold_start(timeout_ms: float) -> float:

@@ -102,6 +102,15 @@ def reset(page: Page) -> None:
     page.set_viewport_size(VIEWPORT)
 
 
+# Each margin Plotly's automargin had to widen beyond the figure's own, for each drawn heatmap figure: a
+# widened margin means the figure was drawn twice (figures/text_width.py gives margins that hold the labels).
+MARGINS_PUSHED = """() => [...document.querySelectorAll('.js-plotly-plot')]
+    .filter(gd => gd.querySelector('.heatmaplayer image, .hm image'))
+    .flatMap(gd => Object.entries(gd._fullLayout._pushmargin || {}).flatMap(([part, push]) =>
+        ['l', 'r', 't', 'b'].filter(side => push[side] && push[side].size > gd._fullLayout.margin[side] + 0.5)
+            .map(side => `${part}.${side}: ${Math.round(push[side].size)} > ${gd._fullLayout.margin[side]}`)))"""
+
+
 def wait_for_heatmap(page: Page, title: str | None = None, timeout: float = 120_000) -> None:
     """Until a Plotly heatmap is drawn (and, if given, its title contains ``title``)."""
     page.wait_for_selector(".js-plotly-plot .heatmaplayer image, .js-plotly-plot .hm image", timeout=timeout)

@@ -6,7 +6,7 @@ import urllib.parse
 import pytest
 
 from attention_viz.ui.views.compare import MODE_NAMES
-from browser import ROOT, SHARED_VIEW, open_view, settled, wait_for_heatmap, wait_for_link, x_tick_labels
+from browser import MARGINS_PUSHED, ROOT, SHARED_VIEW, open_view, settled, wait_for_heatmap, wait_for_link, x_tick_labels
 
 
 def test_type_a_sentence_choose_layer_and_head_and_see_its_tokens(app_url, page):
@@ -33,6 +33,7 @@ def test_type_a_sentence_choose_layer_and_head_and_see_its_tokens(app_url, page)
         head.press("ArrowRight")
     wait_for_heatmap(page, "layer 2, head 5")
     assert x_tick_labels(page) == ["[CLS]", "Paris", "is", "the", "capital", "of", "France", "[SEP]"]
+    assert page.evaluate(MARGINS_PUSHED) == []  # its margins held the labels: drawn once, not twice
     # the app writes the link after the figure is drawn: wait for it rather than read it at once
     link = wait_for_link(page, {"layer": "2", "head": "5", "text": sentence})
     assert link["view"] == "head"

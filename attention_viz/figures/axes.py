@@ -33,14 +33,27 @@ def categories(labels: Sequence[str], start: int = 0) -> list[str]:
     return [plotly_text(f"{i}: {shorten(label)}") for i, label in enumerate(labels, start)]
 
 
+def ticked(n: int, max_ticks: int = MAX_TICKS) -> range:
+    """The positions labelled on an axis of ``n`` tokens: every k-th beyond ``max_ticks``."""
+    return range(0, n, max(1, -(-n // max_ticks)))  # ceiling division
+
+
+def tick_size(n: int) -> int:
+    return 12 if n <= 40 else 9
+
+
+def tick_labels(labels: Sequence[str], max_ticks: int = MAX_TICKS) -> tuple[list[str], int]:
+    """The text of the labelled ticks (as shown, before escaping) and their font size."""
+    return [shorten(labels[i]) for i in ticked(len(labels), max_ticks)], tick_size(len(labels))
+
+
 def token_axis(labels: Sequence[str], max_ticks: int = MAX_TICKS, start: int = 0) -> dict:
     """Plotly axis settings: categorical over positions, ticks = the plain token text.
 
     Beyond ``max_ticks`` tokens only every k-th position is labelled (hover still names each).
     """
     values = categories(labels, start)
-    step = max(1, -(-len(values) // max_ticks))  # ceiling division
-    shown = range(0, len(values), step)
+    shown = ticked(len(values), max_ticks)
     return dict(
         type="category",
         categoryorder="array",
@@ -48,6 +61,6 @@ def token_axis(labels: Sequence[str], max_ticks: int = MAX_TICKS, start: int = 0
         tickmode="array",
         tickvals=[values[i] for i in shown],
         ticktext=[plotly_text(shorten(labels[i])) for i in shown],
-        tickfont=dict(size=12 if len(values) <= 40 else 9),
+        tickfont=dict(size=tick_size(len(values))),
         showgrid=False,
     )

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 
 from .axes import hover_text, plotly_text
 from .style import TEMPLATE
+from .text_width import colour_bar_margin, left_margin
 
 WEIGHTS = ("weight", "attention weight")  # titled "attention from … to …"; any other quantity by its name
 
@@ -51,7 +52,7 @@ def focus_heatmap(focus: np.ndarray, query_label: str, key_label: str, query_at:
         xaxis=dict(title="head", tickmode="linear", dtick=1, side="top"),
         yaxis=dict(title="layer", tickmode="linear", dtick=1, autorange="reversed"),
         height=int(min(700, 90 + 45 * layers)),
-        margin=dict(l=10, r=10, t=90, b=10),
+        margin=dict(l=left_margin([str(layers - 1)], 12), r=colour_bar_margin(quantity), t=90, b=10),
         template=TEMPLATE,
         clickmode="event+select",
     )

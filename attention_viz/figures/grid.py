@@ -13,6 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .style import TEMPLATE
+from .text_width import colour_bar_margin, left_margin
 
 THUMB = 40  # cells per thumbnail side; 6 × 12 heads × 40² float32 ≈ 0.5 MB on the wire
 
@@ -106,7 +107,8 @@ def heads_grid(stack: np.ndarray, title: str = "", thumb: int = THUMB, zmax: flo
         xaxis=dict(_tile_ticks("head", heads, cols, group_size), side="top", constrain="domain"),
         yaxis=dict(_tile_ticks("layer", layers, rows), autorange="reversed", scaleanchor="x"),
         height=int(min(1100, max(300, 70 * layers * 12 / max(heads, 1) + 120))),
-        margin=dict(l=10, r=10, t=(60 if title else 40) + (14 if group_size > 1 else 0), b=10),  # "kv" line
+        margin=dict(l=left_margin([f"layer {layers - 1}"], 12, axis_title=False), r=colour_bar_margin(quantity),
+                    t=(60 if title else 40) + (14 if group_size > 1 else 0), b=10),  # "kv" line
         template=TEMPLATE,
         plot_bgcolor="white",
         clickmode="event+select",

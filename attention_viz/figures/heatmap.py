@@ -7,9 +7,11 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .axes import categories, hover_text, plotly_text, token_axis
+from .axes import categories, hover_text, plotly_text, tick_labels, token_axis
 from .style import TEMPLATE
+from .text_width import heatmap_margins
 
+X_ANGLE = -60  # the key labels along the top, turned so that long ones never overlap
 HOVER = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"  # axis values carry positions
 
 
@@ -70,10 +72,11 @@ def attention_heatmap(
     layout = dict(  # given to the constructor: update_layout would validate it all over again (~6 ms)
         # the title sits at the very top of the container, above the top-side key axis and its title
         title=dict(text=plotly_text(title), yref="container", y=0.99, yanchor="top", x=0.01, xanchor="left"),
-        xaxis=dict(token_axis(key_labels, start=starts[1]), title="key (attended to)", side="top", tickangle=-60),
+        xaxis=dict(token_axis(key_labels, start=starts[1]), title="key (attended to)", side="top", tickangle=X_ANGLE),
         yaxis=dict(token_axis(query_labels, start=starts[0]), title="query (attending)", autorange="reversed"),
         height=size,
-        margin=dict(l=10, r=10, t=135 if title else 100, b=10),
+        margin=heatmap_margins(tick_labels(query_labels), tick_labels(key_labels), X_ANGLE, 35 if title else 0,
+                               colorbar_title),
         template=TEMPLATE,
     )
     return go.Figure(trace, layout=layout)

@@ -14,6 +14,7 @@ from ..analysis.long_input import LongHeatmap
 from .axes import hover_text, plotly_text
 from .heatmap import attention_heatmap
 from .style import TEMPLATE
+from .text_width import colour_bar_margin, left_margin
 
 POOLING_WORDS = {"max": "largest", "mean": "mean"}
 TRANSPARENT = "rgba(0,0,0,0)"
@@ -86,6 +87,7 @@ def long_heatmap_figure(heatmap: LongHeatmap, labels: Sequence[str], title: str,
         title=dict(text=plotly_text(title), yref="container", y=0.99, yanchor="top", x=0.01, xanchor="left"),
         xaxis=dict(title=f"key position (tiles of {tc})", side="top", showgrid=False),
         yaxis=dict(title=f"query position (tiles of {tr})", autorange="reversed", showgrid=False),
-        height=800, margin=dict(l=10, r=10, t=110, b=10), template=TEMPLATE,
+        height=800, margin=dict(l=left_margin([f"{rows.stop:,}"], 12), r=colour_bar_margin(what), t=110, b=20),
+        template=TEMPLATE,
     )
     return figure
