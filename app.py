@@ -41,6 +41,7 @@ from attention_viz.ui.views import (
     image,
     inside,
     layers,
+    long_grid,
     long_head,
     positional,
 )
@@ -70,6 +71,8 @@ SECTIONS = {"Learn": LEARN, "Explore": EXPLORE}
 VIEWS = {**LEARN, **EXPLORE}
 DEFAULT_VIEW = "head"
 STANDALONE = {"basics", "image"}  # views that need no model run
+# views that read a text past the capture limit whole, blockwise, from the model's name and the text
+WHOLE_TEXT = {"head": long_head.render_whole, "grid": long_grid.render_whole}
 
 st.set_page_config(page_title="attention-viz", page_icon="🔍", layout="wide")
 seed_from_url()
@@ -81,8 +84,9 @@ with st.sidebar:
 st.title("attention-viz")
 
 
-def run_model():
-    """The cached result of the request, or None after telling the user why not."""
+def run_model(say_dropped: bool = True):
+    """The cached result of the request, or None after telling the user why not (and, with
+    ``say_dropped``, that the text was cut)."""
     if request.model == HF_PREFIX:  # the hf: box is still empty: a hint, not an error
         st.info("Type a transformers model in the sidebar: a local folder or a hub id (what a folder needs is "
                 "listed under the box).")
@@ -100,21 +104,28 @@ def run_model():
         st.error("Something went wrong while running the model; the details are in the server log.")
         return None
     dropped = result.meta.get("dropped", 0)
-    if dropped:
+    if dropped and say_dropped:
         limit = cache.backend(request.model).max_tokens
-        if view in ("head", "grid") and long_head.applies(result):  # these views read the whole text, blockwise
-            st.info(f"The text is longer than the {limit} tokens the other views capture: this view reads all "
-                    f"of it block by block; the other views show the first {limit}.")
-        else:
-            st.warning(f"The text is longer than the model's {limit} tokens: the last {dropped} tokens were dropped.")
+        st.warning(f"The text is longer than the model's {limit} tokens: the last {dropped} tokens were dropped.")
     return result
 
 
-def show(render, result) -> None:
+def reads_whole_text() -> bool:
+    """Whether the view reads the whole of a text past the capture limit (Head and All heads, with a
+    model that can), told from the text's tokens: the ordinary run is then not made."""
+    if view not in WHOLE_TEXT or request.model == HF_PREFIX or not request.text.strip() or request.target:
+        return False
+    try:
+        return long_head.reads_whole(request.model, request.text)
+    except Exception:  # noqa: BLE001 - the ordinary run reports the same failure, in one line
+        return False
+
+
+def show(render, *inputs) -> None:
     """One view, caught at the page edge: an unexpected error is one short message with the
     details folded away, and the rest of the page (sidebar, downloads, links) still works."""
     try:
-        extra = render(result)
+        extra = render(*inputs)
         for name, value in (extra or {}).items():  # values a view puts in the link itself
             if value is not None:
                 remember(name, str(value))
@@ -131,6 +142,16 @@ if view == DEFAULT_VIEW:
     landing()
 if view in STANDALONE:
     show(VIEWS[view][2], None)
+elif reads_whole_text():
+    limit = cache.backend(request.model).max_tokens
+    st.info(f"The text is longer than the {limit} tokens the other views capture: this view reads all of it "
+            f"block by block; the other views show the first {limit}.")
+    show(WHOLE_TEXT[view], request.model, request.text)
+    # the tensors of the first tokens need the ordinary run: made when the box is opened, not on every upload
+    with st.expander(f"Download the attention tensors (the first {limit} tokens)", key="long_downloads",
+                     on_change="rerun") as box:
+        if box.open and (result := run_model(say_dropped=False)) is not None:
+            result_downloads(result)
 else:
     result = run_model()
     if result is not None:

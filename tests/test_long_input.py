@@ -188,6 +188,28 @@ def test_grid_view_on_a_long_text_draws_every_head_from_its_whole_pattern(folder
     assert link(at).get("layer") == "1" and link(at).get("head") == "2"
 
 
+def test_the_long_views_make_no_ordinary_run_until_its_tensors_are_asked_for(folders, monkeypatch):
+    """Head and All heads draw a long text from the whole of it: the ordinary run of its first 1,024
+    tokens (a forward with capture, which they never draw) is made when the downloads box is opened,
+    or by a view that draws it."""
+    from attention_viz.backends.ours_decoder import OursDecoderBackend
+
+    runs, run = [], OursDecoderBackend.run
+    monkeypatch.setattr(OursDecoderBackend, "run", lambda self, text, *a, **k: runs.append(text) or run(self, text, *a, **k))
+    model, text = f"hf:{folders / 'llama'}", long_text(seed=3)  # a text no other test has run
+    at = app(view="head", model=model, text=text)
+    assert problems(at) == [] and figures(at)[0]["data"][0]["z"]["dtype"] == "u1"
+    assert any("this view reads all of it" in info.value for info in at.info)
+    switch_view(at, "grid")
+    assert problems(at) == [] and len(figures(at)) == 2 and not at.warning
+    assert runs == [] and not at.get("download_button")
+    at.session_state["long_downloads"] = True  # the box opened
+    at.run()
+    assert problems(at) == [] and runs == [text] and len(at.get("download_button")) == 2 and not at.warning
+    switch_view(at, "focus")  # a view that draws the first 1,024 tokens: the same (cached) run
+    assert problems(at) == [] and runs == [text] and any("tokens were dropped" in w.value for w in at.warning)
+
+
 def test_short_texts_and_other_models_keep_the_ordinary_head_view(folders):
     at = app(view="head", model=f"hf:{folders / 'llama'}", text=long_text(50))
     assert problems(at) == [] and not at.info

@@ -30,8 +30,12 @@ def layer_head_picker(result: AttentionResult, group: Group, key: str, reduction
                       layer: int = 0, head: int = 0) -> tuple[int, int | str]:
     """Layer slider and head choice (a head, or the mean / max over heads when ``reductions``);
     ``layer`` and ``head`` are the defaults."""
-    n_layers = result.n_layers(*group)
-    n_heads = result.pattern(group, 0).shape[0]
+    return layer_head_choice(result.n_layers(*group), result.pattern(group, 0).shape[0], key, reductions, layer, head)
+
+
+def layer_head_choice(n_layers: int, n_heads: int, key: str, reductions: bool = True, layer: int = 0,
+                      head: int = 0) -> tuple[int, int | str]:
+    """:func:`layer_head_picker` from the counts alone (the long views read them before any run)."""
     options: list[int | str] = list(range(n_heads)) + (list(REDUCTIONS) if reductions else [])
     left, right = st.columns(2)
     with left:

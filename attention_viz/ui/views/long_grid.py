@@ -10,10 +10,9 @@ from ...analysis.blockwise import POOLINGS
 from ...analysis.long_input import long_heatmap, thumbnails
 from ...figures.grid import THUMB, heads_grid
 from ...figures.long_heatmap import long_heatmap_figure
-from ...names import DECODER_SELF
 from ...result import AttentionResult
 from .. import cache
-from ..controls import layer_head_picker
+from ..controls import layer_head_choice
 from ..export import chart, figure_downloads
 from ..heavy import heavy
 from ..tables import clicked_tile, follow
@@ -22,30 +21,35 @@ from .long_head import POOLING_NAMES, head_overview, long_input
 
 
 def render(result: AttentionResult) -> None:
-    text = result.tokens.text
-    long = long_input(result.model, text)
+    render_whole(result.model, result.tokens.text)
+
+
+def render_whole(model: str, text: str) -> None:
+    """The grid of a text past the model's capture limit, from the model's name and the text."""
+    long = long_input(model, text)
     n, layers, heads = long.length, long.n_layers, long.n_heads
     st.info(
-        f"This text has {n:,} tokens, more than the {len(result.tokens):,} the other views capture. Each thumbnail "
-        f"comes from one pass over its head's whole pattern, block by block ({layers * heads} passes, kept for the "
-        "head view too); never the whole table at once."
+        f"This text has {n:,} tokens, more than the {cache.backend(model).max_tokens:,} the other views capture. "
+        f"Each thumbnail comes from one pass over its head's whole pattern, block by block ({layers * heads} passes, "
+        "kept for the head view too); never the whole table at once."
     )
     pooling = choice("Each tile shows", POOLINGS, "grid_long_pooling", widget="radio", horizontal=True,
                      format_func=POOLING_NAMES.get)
-    identity = (result.model, text)
+    identity = (model, text)
     with heavy("every head's pass over the long text"):
         long.read_every_head(means=pooling == "mean")
         overviews = [[head_overview(long, identity, layer, head, pooling == "mean")
                       for head in range(heads)] for layer in range(layers)]
     stack = thumbnails(overviews, THUMB, pooling)
+    kv_heads = len(long.kept.layer(0)[1])  # layer 0's keys: one per K/V head
     grid = heads_grid(stack, title=f"every head, {pooling}-pooled over {n:,} tokens (rows: layers, columns: heads) "
-                      "— click one to enlarge it", quantity=f"{pooling} weight", kv_heads=result.kv_heads(DECODER_SELF))
+                      "— click one to enlarge it", quantity=f"{pooling} weight", kv_heads=kv_heads)
     event = chart(st, grid, key="grid_chart", on_select="rerun", selection_mode="points")
     figure_downloads(grid, "grid_chart")
     follow(clicked_tile(event, heads), "grid_chart", "grid_layer", "grid_head")
 
     st.subheader("Enlarge one head")
-    layer, head = layer_head_picker(result, DECODER_SELF, key="grid", reductions=False)
+    layer, head = layer_head_choice(layers, heads, key="grid", reductions=False)
     everything = range(n)
     heatmap = long_heatmap(long, layer, head, overviews[layer][head], everything, everything, pooling, colours="log")
     chart(st, cache.figure(long_heatmap_figure, heatmap, long.tokens.labels, f"layer {layer}, head {head}"),

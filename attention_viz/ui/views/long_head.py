@@ -1,7 +1,9 @@
 """The head view for a text longer than the model's capture limit (thousands of tokens): the whole
 input is read, each layer's queries and keys are kept, and one head's pattern is computed block by
 block: an overview pooled to screen resolution, and a zoom by query/key ranges down to exact cells.
-:mod:`.head` hands over here when the run dropped tokens that the model itself could read."""
+The app comes here straight from the text (:func:`reads_whole`), without the ordinary run of the
+first tokens, which this view never draws; :mod:`.head` hands over here a result that dropped tokens
+the model itself could read."""
 
 from __future__ import annotations
 
@@ -10,10 +12,9 @@ import streamlit as st
 from ...analysis.blockwise import POOLINGS, Overview
 from ...analysis.long_input import COLOURS, LOG_FLOOR, TILES, LongInput, clamp_region, long_heatmap
 from ...figures.long_heatmap import long_heatmap_figure
-from ...names import DECODER_SELF
 from ...result import AttentionResult
 from .. import cache
-from ..controls import layer_head_picker
+from ..controls import layer_head_choice
 from ..export import chart
 from ..heavy import heavy
 from ..widgets import choice, integer
@@ -26,6 +27,14 @@ RANGES = ("head_long_q0", "head_long_q1", "head_long_k0", "head_long_k1")
 def applies(result: AttentionResult) -> bool:
     """The run dropped tokens, and the model can read them blockwise."""
     return result.meta.get("dropped", 0) > 0 and cache.backend(result.model).can_read_long
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def reads_whole(model: str, text: str) -> bool:
+    """:func:`applies` from the text's tokens alone, once per (model, text): the ordinary run would
+    capture the first tokens only to be told that they are not all."""
+    backend = cache.backend(model)
+    return backend.can_read_long and backend.tokenize(text)[1] > 0
 
 
 @st.cache_resource(max_entries=4, show_spinner="Reading the whole text…")
@@ -69,18 +78,22 @@ def zoom(n_queries: int, n_keys: int) -> tuple[range, range]:
 
 
 def render(result: AttentionResult) -> None:
-    text = result.tokens.text
-    long = long_input(result.model, text)
+    render_whole(result.model, result.tokens.text)
+
+
+def render_whole(model: str, text: str) -> None:
+    """The view of a text past the model's capture limit, from the model's name and the text."""
+    long = long_input(model, text)
     n = long.length
-    whole_for_a_new_text((result.model, hash(text)))
+    whole_for_a_new_text((model, hash(text)))
     st.info(
-        f"This text has {n:,} tokens, more than the {len(result.tokens):,} the other views capture. This view reads "
-        f"all of them: it keeps each layer's queries and keys and computes one head's attention block by block, "
-        "never the whole table at once. Pick a head, then zoom in with the ranges below."
+        f"This text has {n:,} tokens, more than the {cache.backend(model).max_tokens:,} the other views capture. "
+        "This view reads all of them: it keeps each layer's queries and keys and computes one head's attention "
+        "block by block, never the whole table at once. Pick a head, then zoom in with the ranges below."
     )
     if long.dropped:
         st.caption(f"The model reads at most {n:,} tokens: the last {long.dropped:,} were dropped.")
-    layer, head = layer_head_picker(result, DECODER_SELF, key="head", reductions=False)
+    layer, head = layer_head_choice(long.n_layers, long.n_heads, key="head", reductions=False)
     left, right = st.columns([2, 1])
     with left:
         pooling = choice("Each tile shows", POOLINGS, "head_long_pooling", widget="radio", horizontal=True,
@@ -90,7 +103,7 @@ def render(result: AttentionResult) -> None:
                          format_func=COLOUR_NAMES.get, help="Log: over thousands of keys most weights are tiny "
                          f"(about 1 / the number of keys); the log scale tells them apart down to {LOG_FLOOR:g}.")
     rows, cols = zoom(n, n)
-    whole = head_overview(long, (result.model, text), layer, head, pooling == "mean")
+    whole = head_overview(long, (model, text), layer, head, pooling == "mean")
     heatmap = long_heatmap(long, layer, head, whole, rows, cols, pooling, colours=colours)
     title = f"layer {layer}, head {head}: queries {rows.start}–{rows.stop - 1}, keys {cols.start}–{cols.stop - 1}"
     chart(st, cache.figure(long_heatmap_figure, heatmap, long.tokens.labels, title), key="head_long_chart",
