@@ -119,7 +119,7 @@ def test_backend_reads_past_the_capture_limit(folders):
     text = long_text()
     result = backend.run(text)
     assert backend.can_read_long and len(result.tokens) == backend.max_tokens == 1024 and result.meta["dropped"] > 0
-    long = backend.long_input(text)
+    long = backend.long_input(*backend.long_tokens(text))
     assert long.length == LENGTH + 1 and long.dropped == 0  # <s> + every word
     assert long.tokens.ids[:1024] == result.tokens.ids
     whole = long.overview(1, 2)
@@ -176,7 +176,8 @@ def test_grid_view_on_a_long_text_draws_every_head_from_its_whole_pattern(folder
     assert any("this view reads all of it" in info.value for info in at.info)
     grid, enlarged = figures(at)
     assert len(json.dumps(grid)) + len(json.dumps(enlarged)) < 3_000_000
-    long = load_backend(model).long_input(text)
+    backend = load_backend(model)
+    long = backend.long_input(*backend.long_tokens(text))
     overviews = [[long.overview(layer, head) for head in range(long.n_heads)] for layer in range(long.n_layers)]
     drawn = array(grid["data"][0]["z"])
     expected = tile(thumbnails(overviews, THUMB, "max"))
@@ -191,18 +192,24 @@ def test_grid_view_on_a_long_text_draws_every_head_from_its_whole_pattern(folder
 def test_the_long_views_make_no_ordinary_run_until_its_tensors_are_asked_for(folders, monkeypatch):
     """Head and All heads draw a long text from the whole of it: the ordinary run of its first 1,024
     tokens (a forward with capture, which they never draw) is made when the downloads box is opened,
-    or by a view that draws it."""
-    from attention_viz.backends.ours_decoder import OursDecoderBackend
+    or by a view that draws it. The whole text is tokenized once (0.3 s at 32k tokens), for telling
+    that these views read it whole and for reading it."""
+    from attention_viz.backends import ours_decoder
 
-    runs, run = [], OursDecoderBackend.run
-    monkeypatch.setattr(OursDecoderBackend, "run", lambda self, text, *a, **k: runs.append(text) or run(self, text, *a, **k))
+    runs, run = [], ours_decoder.OursDecoderBackend.run
+    monkeypatch.setattr(ours_decoder.OursDecoderBackend, "run",
+                        lambda self, text, *a, **k: runs.append(text) or run(self, text, *a, **k))
+    tokenized, tokenize = [], ours_decoder.tokenize
+    monkeypatch.setattr(ours_decoder, "tokenize", lambda tokenizer, text, n: tokenized.append(text) or
+                        tokenize(tokenizer, text, n))
     model, text = f"hf:{folders / 'llama'}", long_text(seed=3)  # a text no other test has run
     at = app(view="head", model=model, text=text)
     assert problems(at) == [] and figures(at)[0]["data"][0]["z"]["dtype"] == "u1"
     assert any("this view reads all of it" in info.value for info in at.info)
+    at.slider(key="head_layer").set_value(1).run()
     switch_view(at, "grid")
     assert problems(at) == [] and len(figures(at)) == 2 and not at.warning
-    assert runs == [] and not at.get("download_button")
+    assert runs == [] and not at.get("download_button") and tokenized.count(text) == 1
     at.session_state["long_downloads"] = True  # the box opened
     at.run()
     assert problems(at) == [] and runs == [text] and len(at.get("download_button")) == 2 and not at.warning

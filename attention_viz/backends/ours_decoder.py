@@ -117,11 +117,16 @@ class OursDecoderBackend(Backend):
         """Past max_tokens, up to the model's own limit (sliding windows included)."""
         return self.model.config.max_len > self.max_tokens
 
-    def long_input(self, text: str) -> LongInput:
+    def long_tokens(self, text: str) -> tuple[Tokens, int]:
         if not self.can_read_long:
-            return super().long_input(text)
+            return super().long_tokens(text)
         tokens, dropped = tokenize(self.tokenizer, check_text(text), self.model.config.max_len)
-        kept = queries_and_keys(self.model, torch.tensor([require_readable(tokens).ids]))  # layers run as views ask
+        return require_readable(tokens), dropped
+
+    def long_input(self, tokens: Tokens, dropped: int = 0) -> LongInput:
+        if not self.can_read_long:
+            return super().long_input(tokens, dropped)
+        kept = queries_and_keys(self.model, torch.tensor([tokens.ids]))  # layers run as views ask
         return LongInput(self.name, tokens, kept, dropped)
 
     def meta(self, dropped: int) -> dict:
