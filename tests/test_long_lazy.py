@@ -132,3 +132,27 @@ def test_sessions_asking_for_different_layers_at_once_run_each_head_once(counted
     assert errors == []
     assert sum(heads) == 3 * 4  # every head of every layer through the kernel once
     assert all(np.array_equal(a, b) for a, b in zip(everything(kept), expected))
+
+
+def test_rotary_angles_are_made_once_per_length_with_the_same_bits(monkeypatch):
+    """Every layer of a long input, and the next input of the same length, rotate with the cos/sin
+    the first layer made (32k positions: 7-15 ms a call); the same bits as making them per call; a
+    forward with gradients after inference-mode ones at the same length still runs backward."""
+    from attention_viz import positional
+
+    lengths, angles = [], positional.rotary_angles
+    monkeypatch.setattr(positional, "rotary_angles", lambda positions, *a, **k: lengths.append(len(positions)) or
+                        angles(positions, *a, **k))
+    model, n = decoder(None), LENGTH + 7  # a length no other test asks for
+    for _ in range(2):  # two inputs of n tokens
+        longcontext.queries_and_keys(model, torch.randint(0, 50, (1, n))).layer(2)  # three layers' q/k
+    assert lengths.count(n) == 1
+    rotary, q, k = model.decoder.layers[0].self_attn.rotary, torch.randn(2, 4, n, 8), torch.randn(2, 2, n, 8)
+    fresh = angles(torch.arange(n), rotary.d_rot, rotary.base)
+    for made, by_hand in zip(rotary(q, k), (q, k)):
+        assert torch.equal(made, positional.apply_rotary(by_hand, fresh.cos(), fresh.sin()))
+    ids = torch.randint(0, 50, (1, 64))
+    with torch.inference_mode():
+        model(ids)
+    model(ids).sum().backward()  # the shared cos/sin are no inference tensors
+    assert model.decoder.layers[0].self_attn.w_q.weight.grad is not None
