@@ -34,6 +34,11 @@ def test_type_a_sentence_choose_layer_and_head_and_see_its_tokens(app_url, page)
     wait_for_heatmap(page, "layer 2, head 5")
     assert x_tick_labels(page) == ["[CLS]", "Paris", "is", "the", "capital", "of", "France", "[SEP]"]
     assert page.evaluate(MARGINS_PUSHED) == []  # its margins held the labels: drawn once, not twice
+    # elements of a previous run dim in one step, not in a fade repainted every frame (ui/page_style.py):
+    # even Streamlit's own stale-element transition, set on an element, lasts 0 s
+    assert page.evaluate("""() => [...document.querySelectorAll('.stElementContainer')].slice(0, 5).map(e => {
+        e.style.transition = 'opacity 1s ease-in 0.5s'; const d = getComputedStyle(e).transitionDuration;
+        e.style.transition = ''; return d; })""") == ["0s"] * 5
     # the app writes the link after the figure is drawn: wait for it rather than read it at once
     link = wait_for_link(page, {"layer": "2", "head": "5", "text": sentence})
     assert link["view"] == "head"
