@@ -15,8 +15,19 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .style import TEMPLATE
+from .text_width import (
+    TURNED_END_ROOM,
+    autorange,
+    left_margin,
+    legend_below,
+    log_labels,
+    number_labels,
+    overhang,
+    x_axis_room,
+)
 
 BLUE, RED = "#1f77b4", "#d62728"
+KERNEL_ANGLE = -30  # the kernel weights' long bar labels ("K1: 50 cm → 38 kg"), turned
 
 # The waist/weight example: a handful of (waist cm, weight kg) pairs; the query 57 sits halfway between the keys
 # 56 → 43 kg and 58 → 48 kg, so a narrow kernel gives them 50 % each: 43·0.5 + 48·0.5.
@@ -89,8 +100,17 @@ def score_pairs_figure(pairs: Sequence[tuple[float, float]] = ((51, 49), (70, 30
     ])
     figure.update_layout(barmode="group", title=dict(text="two scores through softmax"), height=380,
                          yaxis=dict(title="weight", range=[0, 1.15]), template=TEMPLATE,
-                         margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.2))
+                         **_bar_margins(labels, [trace.name for trace in figure.data], 1.15))
     return figure
+
+
+def _bar_margins(labels: Sequence[str], names: Sequence[str], top: float) -> dict:
+    """Margins and legend of a bar chart titled above, its level category ``labels`` below, weights
+    from 0 to ``top`` on a titled y axis, a legend of ``names`` under it all."""
+    legend, legend_height = legend_below(names)
+    ends = overhang(labels, 12, categories=len(labels))
+    return dict(margin=dict(l=max(left_margin(number_labels(0, top), 12), ends), r=ends, t=50,
+                            b=x_axis_room(labels, 12, axis_title=False) + legend_height), legend=legend)
 
 
 def variance_figure(stats: dict[str, np.ndarray]) -> go.Figure:
@@ -113,8 +133,12 @@ def variance_figure(stats: dict[str, np.ndarray]) -> go.Figure:
     figure.update_yaxes(type="log", title="variance", row=1, col=1)
     figure.update_xaxes(type="log", title="d_k", row=1, col=2)
     figure.update_yaxes(range=[0, 1.05], title="weight", row=1, col=2)
-    figure.update_layout(height=380, template=TEMPLATE, margin=dict(l=10, r=10, t=50, b=10),
-                         legend=dict(orientation="h", y=-0.25))
+    legend, legend_height = legend_below([trace.name for trace in figure.data if trace.showlegend is not False])
+    variances = np.concatenate([stats["variance"], stats["variance_scaled"], d])
+    x_labels = log_labels(d.min(), d.max())
+    figure.update_layout(height=380, template=TEMPLATE, legend=legend, margin=dict(
+        l=left_margin(log_labels(variances.min(), variances.max()), 12), r=overhang(x_labels, 12), t=50,
+        b=x_axis_room(x_labels, 12) + legend_height))
     return figure
 
 
@@ -132,7 +156,7 @@ def dk_softmax_figure(scores: np.ndarray, d_k: int) -> go.Figure:
     ])
     figure.update_layout(barmode="group", height=340, template=TEMPLATE, yaxis=dict(title="weight", range=[0, 1.05]),
                          title=dict(text=f"one query, {len(scores)} random keys, d_k = {d_k}"),
-                         margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.2))
+                         **_bar_margins(keys, [trace.name for trace in figure.data], 1.05))
     return figure
 
 
@@ -141,8 +165,13 @@ def kernel_weights_figure(keys: np.ndarray, values: np.ndarray, weights: np.ndar
     labels = [f"K{i + 1}: {k:g} cm → {v:g} kg" for i, (k, v) in enumerate(zip(keys, values))]
     figure = go.Figure(go.Bar(x=labels, y=weights, marker_color=BLUE, text=[f"{w:.2f}" for w in weights],
                               textposition="outside", hovertemplate="%{x}<br>weight %{y:.4f}<extra></extra>"))
+    # turned by a fixed angle: left to Plotly, the angle (and so the margin it needs) would follow the width
     figure.update_layout(title=dict(text="attention weights α(q, kᵢ)"), height=360, template=TEMPLATE,
-                         yaxis=dict(title="weight", range=[0, 1.15]), margin=dict(l=10, r=10, t=50, b=10))
+                         xaxis=dict(tickangle=KERNEL_ANGLE), yaxis=dict(title="weight", range=[0, 1.15]),
+                         margin=dict(l=max(left_margin(number_labels(0, 1.15), 12),
+                                           overhang(labels, 12, KERNEL_ANGLE, len(labels))),
+                                     r=TURNED_END_ROOM, t=50,
+                                     b=x_axis_room(labels, 12, KERNEL_ANGLE, axis_title=False)))
     return figure
 
 
@@ -166,7 +195,11 @@ def kernel_regression_figure(keys: np.ndarray, values: np.ndarray, query: float,
                    hovertemplate="query %{x:.1f} cm → %{y:.2f} kg<extra></extra>"),
     ])
     figure.add_vline(x=query, line=dict(dash="dot", color=RED))
-    figure.update_layout(title=dict(text=f"query waist {query:g} cm → predicted {prediction:.2f} kg"), height=380,
-                         template=TEMPLATE, xaxis=dict(title="waist (cm)"), yaxis=dict(title="weight (kg)"),
-                         margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.25))
+    legend, legend_height = legend_below([trace.name for trace in figure.data])
+    x_labels = number_labels(lo, hi)
+    figure.update_layout(title=dict(text=f"query waist {query:g} cm → predicted {prediction:.2f} kg"),
+                         height=380, template=TEMPLATE, xaxis=dict(title="waist (cm)"),
+                         yaxis=dict(title="weight (kg)"), legend=legend, margin=dict(
+                             l=left_margin(number_labels(*autorange(curve.min(), curve.max())), 12),
+                             r=overhang(x_labels, 12), t=50, b=x_axis_room(x_labels, 12) + legend_height))
     return figure

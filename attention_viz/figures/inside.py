@@ -9,19 +9,31 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .axes import categories, token_axis
-from .style import TEMPLATE
+from .axes import categories, tick_labels, token_axis
+from .heatmap import X_ANGLE
+from .style import TEMPLATE, THIN_COLOUR_BAR
+from .text_width import (
+    TURNED_END_ROOM,
+    colour_bar_room,
+    left_margin,
+    legend_below,
+    number_labels,
+    overhang,
+    x_axis_room,
+)
 
 MAX_HEIGHT = 520
 
 
-def _axis(labels: Sequence[str] | None, size: int, title: str) -> tuple[list | np.ndarray, dict]:
-    """Values and layout for one axis: token categories when labels are given, else 0 … size−1."""
+def _axis(labels: Sequence[str] | None, size: int,
+          title: str) -> tuple[list | np.ndarray, dict, tuple[list[str], int]]:
+    """Values, layout and shown tick labels (with their font size) for one axis: token categories when
+    labels are given, else 0 … size−1."""
     if labels is None:
-        return np.arange(size), dict(title=title, showgrid=False, zeroline=False)
+        return np.arange(size), dict(title=title, showgrid=False, zeroline=False), (number_labels(0, size - 1), 12)
     if len(labels) != size:
         raise ValueError(f"{len(labels)} labels for an axis of {size}")
-    return categories(labels), dict(token_axis(labels), title=title)
+    return categories(labels), dict(token_axis(labels), title=title), tick_labels(labels)
 
 
 def matrix_heatmap(
@@ -47,8 +59,9 @@ def matrix_heatmap(
     if z.ndim != 2:
         raise ValueError(f"matrix_heatmap needs a 2-D matrix, got shape {z.shape}")
     rows, cols = z.shape
-    y, yaxis = _axis(row_labels, rows, row_title)
-    x, xaxis = _axis(col_labels, cols, col_title)
+    y, yaxis, y_ticks = _axis(row_labels, rows, row_title)
+    x, xaxis, x_ticks = _axis(col_labels, cols, col_title)
+    x_angle = 0 if col_labels is None else X_ANGLE  # tokens turned, as on the heatmaps: never left to Plotly
     top = float(np.abs(z).max()) if z.size else 1.0
     top = top if top > 0 else 1.0
     hover = f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>{colorbar_title} %{{z:.4f}}<extra></extra>"
@@ -56,16 +69,19 @@ def matrix_heatmap(
         z=z, x=x, y=y,
         colorscale="RdBu_r" if diverging else "Blues",
         zmin=-top if diverging else 0.0, zmax=top,
-        hovertemplate=hover, colorbar=dict(title=dict(text=colorbar_title), thickness=12),
+        hovertemplate=hover, colorbar=dict(title=dict(text=colorbar_title), thickness=THIN_COLOUR_BAR, x=1),
     ))
     if height is None:
         height = int(min(MAX_HEIGHT, max(260, 14 * rows + 140)))
+    colour_bar = colour_bar_room(colorbar_title, number_labels(-top if diverging else 0.0, top), THIN_COLOUR_BAR)
     figure.update_layout(
         title=dict(text=title),
-        xaxis=xaxis,
+        xaxis=dict(xaxis, tickangle=x_angle),
         yaxis=dict(yaxis, autorange="reversed"),
         height=height,
-        margin=dict(l=10, r=10, t=60 if title else 30, b=10),
+        margin=dict(l=max(left_margin(*y_ticks), overhang(*x_ticks, x_angle, len(x) if col_labels else 0)),
+                    r=max(colour_bar, overhang(*x_ticks)), t=60 if title else 30,
+                    b=x_axis_room(*x_ticks, x_angle)),
         template=TEMPLATE,
     )
     band = dict(type="rect", line=dict(color="black", width=2), fillcolor="rgba(0,0,0,0)")
@@ -110,11 +126,14 @@ def saturation_figure(
     n_keys = np.asarray(scaled).shape[-1]  # rows may be a window of the queries; each sees every key
     figure.add_hline(y=float(np.log2(n_keys)), line=dict(dash="dot", color="grey"), row=1, col=2,
                      annotation_text=f"uniform: log2({n_keys})", annotation_position="bottom right")
-    axis = dict(token_axis(labels), title="query token")
+    axis = dict(token_axis(labels), title="query token", tickangle=X_ANGLE)  # turned: never left to Plotly
     figure.update_xaxes(axis, row=1, col=1)
     figure.update_xaxes(axis, row=1, col=2)
     figure.update_yaxes(range=[0, 1.05], row=1, col=1)
     figure.update_yaxes(rangemode="tozero", row=1, col=2)
-    figure.update_layout(height=380, template=TEMPLATE, margin=dict(l=10, r=10, t=50, b=10),
-                         legend=dict(orientation="h", y=-0.35))
+    legend, legend_height = legend_below([name for _, name, _ in styles])
+    ticks = tick_labels(labels)
+    figure.update_layout(height=380, template=TEMPLATE, legend=legend, margin=dict(
+        l=max(left_margin(number_labels(0, 1.05), 12, axis_title=False), overhang(*ticks, X_ANGLE, 2 * len(labels))),
+        r=TURNED_END_ROOM, t=50, b=x_axis_room(*ticks, X_ANGLE) + legend_height))
     return figure

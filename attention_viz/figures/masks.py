@@ -7,18 +7,32 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .axes import categories, plotly_text, token_axis
+from .axes import categories, plotly_text, tick_labels, token_axis
+from .heatmap import X_ANGLE
 from .style import TEMPLATE
+from .text_width import (
+    TURNED_END_ROOM,
+    colour_bar_room,
+    heatmap_margins,
+    left_margin,
+    number_labels,
+    overhang,
+    x_axis_room,
+)
 
 
-def _layout(figure: go.Figure, title: str, query_labels: Sequence[str], key_labels: Sequence[str]) -> go.Figure:
+def _layout(figure: go.Figure, title: str, query_labels: Sequence[str], key_labels: Sequence[str],
+            colour_bar: int | None = None) -> go.Figure:
+    """Title, token axes (keys turned along the top) and margins that hold them, and ``colour_bar`` px
+    on the right for a colour bar."""
     n = max(len(query_labels), len(key_labels))
+    margin = heatmap_margins(tick_labels(query_labels), tick_labels(key_labels), X_ANGLE, 35, None)
     figure.update_layout(
         title=dict(text=plotly_text(title), yref="container", y=0.99, yanchor="top", x=0.01, xanchor="left"),
-        xaxis=dict(token_axis(key_labels), side="top", tickangle=-60, title="key"),
+        xaxis=dict(token_axis(key_labels), side="top", tickangle=X_ANGLE, title="key"),
         yaxis=dict(token_axis(query_labels), autorange="reversed", title="query"),
         height=int(min(760, max(360, 24 * n + 170))),
-        margin=dict(l=10, r=10, t=125, b=10),
+        margin=dict(margin, r=colour_bar or margin["r"]),
         template=TEMPLATE,
     )
     return figure
@@ -43,9 +57,10 @@ def scores_heatmap(scores: np.ndarray, query_labels: Sequence[str], key_labels: 
         z=z, x=categories(key_labels), y=categories(query_labels), colorscale="RdBu_r", zmid=0,
         text=np.where(finite, "", "−∞") if show_text else None, texttemplate="%{text}" if show_text else None,
         hovertemplate="query %{y}<br>key %{x}<br>score %{z:.3f}<extra></extra>", hoverongaps=False,
-        colorbar=dict(title=dict(text="score")),
+        colorbar=dict(title=dict(text="score"), x=1),
     ))
-    return _layout(figure, title, query_labels, key_labels)
+    top = float(np.abs(z[finite]).max()) if finite.any() else 1.0  # zmid=0: the colours span ±top
+    return _layout(figure, title, query_labels, key_labels, colour_bar_room("score", number_labels(-top, top), 30))
 
 
 def row_change_bars(change: np.ndarray, query_labels: Sequence[str], edited: int) -> go.Figure:
@@ -55,9 +70,14 @@ def row_change_bars(change: np.ndarray, query_labels: Sequence[str], edited: int
         x=categories(query_labels), y=change, marker_color=colors,
         hovertemplate="row %{x}<br>max |Δ| %{y:.2e}<extra></extra>",
     ))
+    ticks = tick_labels(query_labels)
+    y_labels = number_labels(0, float(np.max(change, initial=0.0)) * 1.1)
     figure.update_layout(
         title=dict(text="largest change of each row's attention after the edit"),
-        xaxis=dict(token_axis(query_labels), title="query row"), yaxis=dict(title="max |Δ weight|"),
-        height=360, margin=dict(l=10, r=10, t=60, b=10), template=TEMPLATE,
+        # the tokens turned as on the heatmaps: left to Plotly, their angle (and room) would follow the width
+        xaxis=dict(token_axis(query_labels), title="query row", tickangle=X_ANGLE), yaxis=dict(title="max |Δ weight|"),
+        height=360, template=TEMPLATE,
+        margin=dict(l=max(left_margin(y_labels, 12), overhang(*ticks, X_ANGLE, len(query_labels))), r=TURNED_END_ROOM,
+                    t=60, b=x_axis_room(*ticks, X_ANGLE)),
     )
     return figure

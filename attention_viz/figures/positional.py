@@ -15,8 +15,19 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import TEMPLATE
+from .style import TEMPLATE, THIN_COLOUR_BAR
+from .text_width import (
+    autorange,
+    colour_bar_room,
+    left_margin,
+    legend_below,
+    legend_right,
+    number_labels,
+    overhang,
+    x_axis_room,
+)
 
+PROBLEM_BAR = 10  # px: the colour bar beside the small heatmap of an alternative code
 
 
 # ---------------------------------------------------------------- numpy helpers
@@ -85,14 +96,24 @@ def encoding_heatmap(matrix: np.ndarray, title: str = "", diverging: bool = True
         colorscale="RdBu_r" if diverging else "Blues",
         zmin=-top if diverging else 0.0, zmax=top,
         hovertemplate="position %{y}<br>dimension %{x}<br>value %{z:.3f}<extra></extra>",
-        colorbar=dict(title=dict(text=colorbar_title), thickness=12),
+        colorbar=dict(title=dict(text=colorbar_title), thickness=THIN_COLOUR_BAR, x=1),
     ))
     figure.update_layout(
-        title=dict(text=title), height=height, template=TEMPLATE, margin=dict(l=10, r=10, t=50, b=10),
+        title=dict(text=title), height=height, template=TEMPLATE,
+        margin=_table_margins(z.shape, colour_bar_room(colorbar_title, number_labels(-top if diverging else 0.0, top),
+                                                       THIN_COLOUR_BAR)),
         xaxis=dict(title="dimension", showgrid=False),
         yaxis=dict(title="position", autorange="reversed", showgrid=False),
     )
     return figure
+
+
+def _table_margins(shape: tuple[int, int], right: int) -> dict[str, int]:
+    """Margins of a (positions × columns) heatmap titled above, both axes numbered and titled, ``right``
+    px for its colour bar."""
+    x_labels = number_labels(0, shape[1] - 1)
+    return dict(l=left_margin(number_labels(0, shape[0] - 1), 12), r=max(right, overhang(x_labels, 12)), t=50,
+                b=x_axis_room(x_labels, 12))
 
 
 def dimension_curves(pe: np.ndarray, dims: Sequence[int], base: float = 10000.0) -> go.Figure:
@@ -106,10 +127,13 @@ def dimension_curves(pe: np.ndarray, dims: Sequence[int], base: float = 10000.0)
         w = omega(dim // 2, d_model, base)
         figure.add_trace(go.Scatter(x=positions, y=m[:, dim], mode="lines",
                                     name=f"dim {dim}: {wave}(pos·{w:.3g}), period {2 * np.pi / w:.3g}"))
+    # beside the plot: a line per long entry, whatever the figure's width
+    legend, legend_width = legend_right([trace.name for trace in figure.data])
+    x_labels = number_labels(0, len(positions) - 1)
     figure.update_layout(
         title=dict(text="chosen dimensions over the positions"), height=360, template=TEMPLATE,
-        xaxis=dict(title="position"), yaxis=dict(title="value", range=[-1.1, 1.1]),
-        margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.25),
+        xaxis=dict(title="position"), yaxis=dict(title="value", range=[-1.1, 1.1]), legend=legend,
+        margin=dict(l=left_margin(number_labels(-1.1, 1.1), 12), r=legend_width, t=50, b=x_axis_room(x_labels, 12)),
     )
     return figure
 
@@ -122,13 +146,14 @@ def similarity_heatmap(pe: np.ndarray, cosine: bool = False, title: str = "") ->
         z=s, x=np.arange(len(s)), y=np.arange(len(s)), colorscale="RdBu_r",
         zmin=-float(np.abs(s).max()), zmax=float(np.abs(s).max()),
         hovertemplate=f"position %{{y}}<br>position %{{x}}<br>{name} %{{z:.3f}}<extra></extra>",
-        colorbar=dict(title=dict(text=name), thickness=12),
+        colorbar=dict(title=dict(text=name), thickness=THIN_COLOUR_BAR, x=1),
     ))
+    top = float(np.abs(s).max())
     figure.update_layout(
         title=dict(text=title or f"{name} between positions"), height=440, template=TEMPLATE,
         xaxis=dict(title="position", showgrid=False),
         yaxis=dict(title="position", autorange="reversed", showgrid=False),
-        margin=dict(l=10, r=10, t=50, b=10),
+        margin=_table_margins(s.shape, colour_bar_room(name, number_labels(-top, top), THIN_COLOUR_BAR)),
     )
     return figure
 
@@ -173,8 +198,11 @@ def shift_figure(pe: np.ndarray, pair: int, k: int, rotation: np.ndarray, base: 
     figure.update_yaxes(title="cos (dim 2i+1)", range=[-1.2, 1.2], scaleanchor="x", row=1, col=1)
     figure.update_xaxes(title="position t", row=1, col=2)
     figure.update_yaxes(title="radians", range=[0, 2 * np.pi], row=1, col=2)
-    figure.update_layout(height=420, template=TEMPLATE, margin=dict(l=10, r=10, t=50, b=10),
-                         legend=dict(orientation="h", y=-0.2))
+    legend, legend_height = legend_below([trace.name for trace in figure.data if trace.showlegend is not False])
+    x_labels = number_labels(0, len(angles) - 1)
+    figure.update_layout(height=420, template=TEMPLATE, legend=legend, margin=dict(
+        l=left_margin(number_labels(-1.2, 1.2), 12), r=overhang(x_labels, 12), t=50,
+        b=x_axis_room(x_labels, 12) + legend_height))
     return figure
 
 
@@ -188,7 +216,7 @@ def _with_problem(matrix: np.ndarray, title: str, problem_title: str, x_title: s
     figure.add_trace(go.Heatmap(
         z=z, x=np.arange(z.shape[1]), y=np.arange(z.shape[0]),
         colorscale="RdBu_r" if diverging else "Blues", zmin=-top if diverging else 0.0, zmax=top,
-        colorbar=dict(thickness=10, len=0.45, y=0.78),
+        colorbar=dict(thickness=PROBLEM_BAR, len=0.45, y=0.78, x=1),
         hovertemplate="position %{y}<br>dimension %{x}<br>value %{z:.3f}<extra></extra>",
     ), row=1, col=1)
     for trace in traces:
@@ -196,8 +224,15 @@ def _with_problem(matrix: np.ndarray, title: str, problem_title: str, x_title: s
     figure.update_yaxes(title="position", autorange="reversed", row=1, col=1)
     figure.update_xaxes(title=x_title, row=2, col=1)
     figure.update_yaxes(title=y_title, row=2, col=1)
-    figure.update_layout(title=dict(text=title), height=560, template=TEMPLATE,
-                         margin=dict(l=10, r=10, t=70, b=10), legend=dict(orientation="h", y=-0.12))
+    # Plotly shows a legend only for two traces or more
+    legend, legend_height = legend_below([trace.name for trace in traces]) if len(traces) > 1 else ({}, 0)
+    values = np.concatenate([np.asarray(trace.y, dtype=np.float64) for trace in traces])
+    y_labels = number_labels(0, z.shape[0] - 1) + number_labels(*autorange(values.min(), values.max()))
+    x_labels = number_labels(*autorange(0, max(len(trace.x) for trace in traces) - 1))
+    colour_bar = colour_bar_room("", number_labels(-top if diverging else 0.0, top), PROBLEM_BAR)
+    figure.update_layout(title=dict(text=title), height=560, template=TEMPLATE, legend=legend, margin=dict(
+        l=left_margin(y_labels, 12), r=max(colour_bar, overhang(x_labels, 12)), t=70,
+        b=x_axis_room(x_labels, 12) + legend_height))
     return figure
 
 

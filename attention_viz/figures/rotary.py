@@ -15,8 +15,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .style import TEMPLATE
+from .text_width import autorange, left_margin, legend_right, log_labels, number_labels, overhang, x_axis_room
 
-MARGIN = dict(l=10, r=10, t=60, b=10)
+TOP = 60  # the title's room
 
 
 def diagonal_spread(scores: np.ndarray) -> np.ndarray:
@@ -58,9 +59,11 @@ def pair_rotation_figure(points: np.ndarray, pairs: Sequence[int], wavelengths: 
         )
         figure.update_xaxes(range=[-radius, radius], row=1, col=col)
         figure.update_yaxes(range=[-radius, radius], scaleanchor=f"x{col if col > 1 else ''}", row=1, col=col)
+    labels = number_labels(-radius, radius)
     figure.update_layout(
         title=dict(text="rotary: each pair of dimensions turns by m·θᵢ at position m"),
-        height=360, template=TEMPLATE, margin=MARGIN,
+        height=360, template=TEMPLATE, margin=dict(l=left_margin(labels, 12, axis_title=False), r=overhang(labels, 12),
+                                                   t=TOP, b=x_axis_room(labels, 12, axis_title=False)),
     )  # fmt: skip
     return figure
 
@@ -88,9 +91,11 @@ def relative_scores_figure(scores: Mapping[str, np.ndarray]) -> go.Figure:
         )
         figure.update_xaxes(title_text="key position n", row=1, col=col)
         figure.update_yaxes(title_text="query position m" if col == 1 else None, autorange="reversed", row=1, col=col)
+    labels = number_labels(0, max(np.shape(s)[0] for s in scores.values()) - 1)
     figure.update_layout(
         title=dict(text="the same query and key vectors at every pair of positions"),
-        height=440, template=TEMPLATE, margin={**MARGIN, "t": 100},  # two-line panel titles
+        height=440, template=TEMPLATE, margin=dict(l=left_margin(labels, 12), r=overhang(labels, 12),
+                                                   t=TOP + 40, b=x_axis_room(labels, 12)),  # two-line panel titles
     )  # fmt: skip
     return figure
 
@@ -99,18 +104,25 @@ def spread_figure(scores: Mapping[str, np.ndarray]) -> go.Figure:
     """Spread of q_m · k_n along each diagonal (fixed m − n), per encoding, on a log axis: rotary
     sits at rounding error (~1e-15), additive codes at the size of the scores themselves."""
     figure = go.Figure()
+    floors = []
     for name, s in scores.items():
         spread = diagonal_spread(s)[:-1]  # the last diagonal is one pair: nothing to compare
+        floors.append(np.maximum(spread, 1e-17))
         figure.add_trace(
             go.Scatter(
-                x=np.arange(len(spread)), y=np.maximum(spread, 1e-17), mode="lines", name=name,
+                x=np.arange(len(spread)), y=floors[-1], mode="lines", name=name,
                 hovertemplate="m − n = %{x}<br>max − min = %{y:.2e}<extra></extra>",
             )  # fmt: skip
         )
+    legend, legend_width = legend_right(list(scores))
+    spreads = np.concatenate(floors)
+    x_labels = number_labels(0, max(len(f) for f in floors) - 1)
     figure.update_layout(
         title=dict(text="does q_m·k_n depend on m − n only? max − min over each diagonal"),
         xaxis_title="distance m − n", yaxis=dict(title="spread (log)", type="log", exponentformat="e"),
-        height=360, template=TEMPLATE, margin=MARGIN,
+        height=360, template=TEMPLATE, legend=legend,
+        margin=dict(l=left_margin(log_labels(spreads.min(), spreads.max(), exponents=True), 12), r=legend_width,
+                    t=TOP, b=x_axis_room(x_labels, 12)),
     )  # fmt: skip
     return figure
 
@@ -135,9 +147,13 @@ def decay_figure(decay: np.ndarray, sinusoidal_products: np.ndarray | None = Non
                 line=dict(dash="dot"), hovertemplate="distance %{x}<br>%{y:.3f} of distance 0<extra></extra>",
             )  # fmt: skip
         )
+    legend, legend_width = legend_right([trace.name for trace in figure.data])
+    relative = np.concatenate([np.asarray(trace.y, dtype=np.float64) for trace in figure.data])
     figure.update_layout(
         title=dict(text="long-range decay: farther tokens can score less"),
         xaxis=dict(title="distance m − n (log)", type="log"), yaxis_title="relative to distance 0",
-        height=360, template=TEMPLATE, margin=MARGIN,
+        height=360, template=TEMPLATE, legend=legend,
+        margin=dict(l=left_margin(number_labels(*autorange(relative.min(), relative.max())), 12), r=legend_width,
+                    t=TOP, b=x_axis_room(log_labels(1, len(decay) - 1), 12)),
     )  # fmt: skip
     return figure

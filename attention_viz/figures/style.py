@@ -17,6 +17,7 @@ _WHITE = pio.templates["plotly_white"]
 _UNUSED = ("geo", "polar", "scene", "ternary")  # layout parts of plots we never draw
 TRACES = ("heatmap", "scatter", "scattergl", "bar", "histogram", "image")
 _NO_OVERFLOW_CHECK = {"ticklabeloverflow": "allow"}
+THIN_COLOUR_BAR = 12  # px: the colour bar beside small heatmaps (Plotly's default is 30)
 
 
 def _layout() -> dict:
