@@ -121,7 +121,7 @@ def test_legends_take_one_row_when_they_fit_else_one_line_each():
 
 
 def test_figures_take_their_margins_from_what_they_show():
-    from attention_viz.figures import basics, inside, masks, positional
+    from attention_viz.figures import basics, image, inside, masks, positional
 
     def margin(figure: go.Figure) -> go.layout.Margin:
         return figure.layout.margin
@@ -139,3 +139,6 @@ def test_figures_take_their_margins_from_what_they_show():
     scores = np.array([[1.0, -np.inf], [0.5, 2.0]])
     assert margin(masks.scores_heatmap(scores, ["a", "b"], ["a", "b"], "t")).r < margin(
         masks.scores_heatmap(scores * 1e4, ["a", "b"], ["a", "b"], "t")).r  # "−20000" is wider than "−2"
+    raw = image.grid_values_figure(np.full((4, 6), 1 / 24))
+    m = margin(raw)
+    assert (raw.layout.width - m.l - m.r, raw.layout.height - m.t - m.b) == (6 * image.CELL, 4 * image.CELL)

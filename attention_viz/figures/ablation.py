@@ -12,9 +12,21 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .axes import plotly_text, shorten
+from .heatmap import X_ANGLE
 from .style import TEMPLATE
+from .text_width import (
+    PAD,
+    TURNED_END_ROOM,
+    autorange,
+    colour_bar_margin,
+    left_margin,
+    number_labels,
+    overhang,
+    x_axis_room,
+)
 
 BEFORE, AFTER = "#1f77b4", "#d62728"
+SUBPLOT_TITLE_ROOM = 30  # the "before" / "after" titles (16 px) above the key labels
 
 
 def _positions(labels: Sequence[str]) -> dict:
@@ -25,6 +37,15 @@ def _positions(labels: Sequence[str]) -> dict:
         ticktext=[plotly_text(shorten(label)) for label in labels],
         showgrid=False,
     )
+
+
+def _bar_margins(labels: Sequence[str], values: Sequence[float], top: int) -> dict[str, int]:
+    """Margins of bars over token positions: their labels turned below (the first reaching left past
+    the plot), ``values`` on a titled y axis, ``top`` px above."""
+    shown = [shorten(label) for label in labels]
+    y_labels = number_labels(*autorange(min(0.0, *values), max(0.0, *values)))
+    return dict(l=max(left_margin(y_labels, 12), overhang(shown, 12, X_ANGLE, len(shown))), r=TURNED_END_ROOM, t=top,
+                b=x_axis_room(shown, 12, X_ANGLE, axis_title=False))
 
 
 def _hover_labels(labels: Sequence[str]) -> list[str]:
@@ -61,13 +82,18 @@ def pattern_pair(
             row=1,
             col=column,
         )
-        figure.update_xaxes(_positions(cols), side="top", tickangle=-60, row=1, col=column)
+        figure.update_xaxes(_positions(cols), side="top", tickangle=X_ANGLE, row=1, col=column)
         figure.update_yaxes(_positions(rows), autorange="reversed", row=1, col=column)
     n = max(len(labels) for pair in (labels_before, labels_after) for labels in pair)
+    rows = [shorten(label) for label in (*labels_before[0], *labels_after[0])]
+    keys = x_axis_room([shorten(label) for label in (*labels_before[1], *labels_after[1])], 12, X_ANGLE,
+                       axis_title=False)
+    figure.update_annotations(yshift=keys - PAD)  # the "before" / "after" titles above the key labels, not on them
     figure.update_layout(
         coloraxis=dict(colorscale="Blues", cmin=0.0, cmax=top, colorbar=dict(title=dict(text="weight"))),
         height=int(min(700, max(380, 18 * n + 200))),
-        margin=dict(l=10, r=10, t=120, b=10),
+        margin=dict(l=left_margin(rows, 12, axis_title=False), r=colour_bar_margin("weight"), b=20,
+                    t=keys + SUBPLOT_TITLE_ROOM),
         template=TEMPLATE,
     )
     return figure
@@ -88,10 +114,10 @@ def movement_bars(labels: Sequence[str], movement: Sequence[float], title: str =
     )
     figure.update_layout(
         title=dict(text=plotly_text(title)),
-        xaxis=dict(_positions(labels), tickangle=-60),
+        xaxis=dict(_positions(labels), tickangle=X_ANGLE),
         yaxis=dict(title="1 − cosine(before, after)", rangemode="tozero"),
         height=360,
-        margin=dict(l=10, r=10, t=50 if title else 20, b=10),
+        margin=_bar_margins(labels, movement, 50 if title else 20),
         template=TEMPLATE,
     )
     return figure
@@ -114,11 +140,11 @@ def log_prob_bars(labels: Sequence[str], before: Sequence[float], after: Sequenc
     figure.update_layout(
         title=dict(text=plotly_text(title)),
         barmode="group",
-        xaxis=dict(_positions(labels), tickangle=-60),
+        xaxis=dict(_positions(labels), tickangle=X_ANGLE),
         yaxis=dict(title="log-probability (nats)"),
-        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"),
+        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"),  # one short row, on top
         height=380,
-        margin=dict(l=10, r=10, t=60, b=10),
+        margin=_bar_margins(labels, [*before, *after], 60),
         template=TEMPLATE,
     )
     return figure
@@ -139,10 +165,10 @@ def study_bars(top_heads: Sequence[str], top_movement: float, random_movements: 
         )
     )
     figure.update_layout(
-        xaxis=dict(_positions(labels), tickangle=-60),
+        xaxis=dict(_positions(labels), tickangle=X_ANGLE),
         yaxis=dict(title="1 − cosine of the token", rangemode="tozero"),
         height=340,
-        margin=dict(l=10, r=10, t=20, b=10),
+        margin=_bar_margins(labels, [top_movement, *ordered], 20),
         template=TEMPLATE,
     )
     return figure

@@ -10,14 +10,20 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .axes import plotly_text, shorten
-from .style import TEMPLATE
+from .heatmap import X_ANGLE
+from .style import TEMPLATE, THIN_COLOUR_BAR
+from .text_width import colour_bar_room, heatmap_margins, left_margin, number_labels, overhang, x_axis_room
 
 MAX_ANNOTATED = 200  # cells; beyond this the printed numbers overlap
+TITLE_ROOM = 30  # the figure's title above the head labels
 
 
 def _numbered(name: str, count: int) -> dict:
-    return dict(tickmode="array", tickvals=list(range(count)), ticktext=[f"{name} {i}" for i in range(count)],
-                showgrid=False)
+    return dict(tickmode="array", tickvals=list(range(count)), ticktext=_names(name, count), showgrid=False)
+
+
+def _names(name: str, count: int) -> list[str]:
+    return [f"{name} {i}" for i in range(count)]
 
 
 def score_heatmap(scores: np.ndarray, title: str = "") -> go.Figure:
@@ -36,15 +42,21 @@ def score_heatmap(scores: np.ndarray, title: str = "") -> go.Figure:
             zmax=1.0,
             texttemplate="%{z:.2f}" if z.size <= MAX_ANNOTATED else None,
             hovertemplate="layer %{y}, head %{x}<br>score %{z:.3f}<extra></extra>",
-            colorbar=dict(title=dict(text="score"), thickness=12),
+            colorbar=dict(title=dict(text="score"), thickness=THIN_COLOUR_BAR, x=1),
         )
     )
+    angle = -45 if heads > 8 else 0
+    head_names = _names("head", heads)
+    # the last head's label, turned, reaches past the plot's right end (level: by half its width)
+    right = max(colour_bar_room("score", number_labels(0.0, 1.0), THIN_COLOUR_BAR),
+                overhang(head_names[-1:], 12, angle, heads))
     figure.update_layout(
         title=dict(text=plotly_text(title)),
-        xaxis=dict(_numbered("head", heads), side="top", tickangle=-45 if heads > 8 else 0),
+        xaxis=dict(_numbered("head", heads), side="top", tickangle=angle),
         yaxis=dict(_numbered("layer", layers), autorange="reversed"),
         height=int(min(700, max(240, 40 * layers + 140))),
-        margin=dict(l=10, r=10, t=90 if title else 60, b=10),
+        margin=dict(l=left_margin(_names("layer", layers), 12, axis_title=False), r=right,
+                    t=(TITLE_ROOM if title else 0) + x_axis_room(head_names, 12, angle, axis_title=False), b=20),
         template=TEMPLATE,
     )
     return figure
@@ -56,8 +68,9 @@ def pairs_figure(labels: Sequence[str], pairs: Iterable[tuple[int, int]]) -> go.
     marked = np.zeros((n, n), np.float32)
     for q, k in pairs:
         marked[q, k] = 1.0
-    ticks = dict(tickmode="array", tickvals=list(range(n)),
-                 ticktext=[plotly_text(shorten(label)) for label in labels], showgrid=False)
+    shown = [shorten(label) for label in labels]
+    ticks = dict(tickmode="array", tickvals=list(range(n)), ticktext=[plotly_text(label) for label in shown],
+                 showgrid=False)
     figure = go.Figure(
         go.Heatmap(
             z=marked,
@@ -73,10 +86,10 @@ def pairs_figure(labels: Sequence[str], pairs: Iterable[tuple[int, int]]) -> go.
         )
     )
     figure.update_layout(
-        xaxis=dict(ticks, title="key", side="top", tickangle=-60),
+        xaxis=dict(ticks, title="key", side="top", tickangle=X_ANGLE),
         yaxis=dict(ticks, title="query", autorange="reversed"),
         height=int(min(600, max(260, 16 * n + 160))),
-        margin=dict(l=10, r=10, t=100, b=10),
+        margin=heatmap_margins((shown, 12), (shown, 12), X_ANGLE, 0, None),
         template=TEMPLATE,
     )
     return figure

@@ -23,11 +23,14 @@ from plotly.subplots import make_subplots
 
 from .axes import plotly_text
 from .style import TEMPLATE
+from .text_width import colour_bar_room, left_margin, number_labels, x_axis_room
 
 DIM = 0.2  # brightness left to pixels the word did not look at
 SCALE = 4  # a 64-pixel scene is drawn 256 pixels wide, so the smooth map has room to be smooth
 STRIP_COLUMNS = 6
 BOX_COLOUR = "#00e5ff"
+CELL = 40  # px: a region of the raw weights' grid, room for its number ("0.034" at 9 px: 22 px)
+TITLE_ROOM = 30  # the raw weights' title above the column numbers
 
 
 def _centres(cells: int, pixels: int) -> np.ndarray:
@@ -188,16 +191,24 @@ def scale_for(size: int, pixels: int = 256) -> int:
 def grid_values_figure(attention: np.ndarray, title: str = "") -> go.Figure:
     """The raw ``(rows, cols)`` weights as numbers, rows top to bottom like the image."""
     z = np.asarray(attention, dtype=np.float32)
+    top = float(z.max()) or 1.0
     figure = go.Figure(go.Heatmap(
-        z=z, colorscale="Blues", zmin=0.0, zmax=float(z.max()) or 1.0,
+        z=z, colorscale="Blues", zmin=0.0, zmax=top,
         text=np.round(z, 3), texttemplate="%{text:.3f}", textfont=dict(size=9),
-        hovertemplate="row %{y}, col %{x}<br>weight %{z:.4f}<extra></extra>",
+        hovertemplate="row %{y}, col %{x}<br>weight %{z:.4f}<extra></extra>", colorbar=dict(x=1),
     ))
     rows, cols = z.shape
+    # Margins that hold the numbers and the colour bar, and a figure as large as the cells plus them. Cells
+    # stay square by shrinking the plot, not by stretching an axis's range: a stretched range would show
+    # empty rows, numbered (−1, −2, …), whatever the page's width (Streamlit sets it, not ``width``).
+    margin = dict(l=left_margin(number_labels(0, rows - 1), 12), r=colour_bar_room("", number_labels(0, top), 30),
+                  t=TITLE_ROOM + x_axis_room(number_labels(0, cols - 1), 12), b=20)
     figure.update_layout(
         title=dict(text=plotly_text(title), x=0.01, xanchor="left"),
-        xaxis=dict(title="column", dtick=1, side="top"), yaxis=dict(title="row", dtick=1, autorange="reversed",
-                                                                   scaleanchor="x"),
-        width=60 * cols + 140, height=60 * rows + 110, margin=dict(l=10, r=10, t=70, b=10), template=TEMPLATE,
+        xaxis=dict(title="column", dtick=1, side="top", constrain="domain", constraintoward="left"),
+        yaxis=dict(title="row", dtick=1, autorange="reversed", scaleanchor="x", constrain="domain",
+                   constraintoward="top"),
+        width=CELL * cols + margin["l"] + margin["r"], height=CELL * rows + margin["t"] + margin["b"], margin=margin,
+        template=TEMPLATE,
     )
     return figure
