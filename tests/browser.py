@@ -102,13 +102,15 @@ def reset(page: Page) -> None:
     page.set_viewport_size(VIEWPORT)
 
 
-# Each margin Plotly's automargin had to widen beyond the figure's own, for each drawn heatmap figure: a
-# widened margin means the figure was drawn twice (figures/text_width.py gives margins that hold the labels).
-MARGINS_PUSHED = """() => [...document.querySelectorAll('.js-plotly-plot')]
-    .filter(gd => gd.querySelector('.heatmaplayer image, .hm image'))
-    .flatMap(gd => Object.entries(gd._fullLayout._pushmargin || {}).flatMap(([part, push]) =>
-        ['l', 'r', 't', 'b'].filter(side => push[side] && push[side].size > gd._fullLayout.margin[side] + 0.5)
-            .map(side => `${part}.${side}: ${Math.round(push[side].size)} > ${gd._fullLayout.margin[side]}`)))"""
+# Each margin Plotly's automargin had to move, for every drawn Plotly figure: a moved margin means the
+# figure was drawn twice (figures/text_width.py gives margins that hold the labels, legends and colour
+# bars). Plotly's own test is used: the margins it settled on (``_size``) against the figure's, more than
+# 1 px apart. A push larger than a margin is not enough: a legend at the plot's left edge pushes its
+# whole width to the right, which the plot itself holds.
+MARGINS_PUSHED = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(gd => {
+    const layout = gd._fullLayout, title = String(layout.title.text || 'untitled').slice(0, 40);
+    return ['l', 'r', 't', 'b'].filter(side => Math.abs(layout._size[side] - layout.margin[side]) > 1)
+        .map(side => `${title}: ${side} ${layout._size[side]} > ${layout.margin[side]}`)})"""
 
 
 def wait_for_heatmap(page: Page, title: str | None = None, timeout: float = 120_000) -> None:
