@@ -113,3 +113,25 @@ def test_a_new_block_starts_on_a_huge_page_boundary():
         assert block.data_ptr() % buffers.HUGE_PAGE == 0
         block.fill_(1.0)
         assert float(block.sum()) == block.numel()
+
+
+def test_keep_ready_maps_blocks_for_the_sizes_just_handed_out_when_they_are_kept():
+    """As the app's cache does: the results keep their blocks, so the next run would need new ones;
+    keep_ready makes them beforehand, and the next run of those sizes gets them."""
+    kept = [buffers.empty(SHAPE, torch.float32), buffers.empty((3, 512, 512), torch.float32)]
+    buffers.keep_ready().join()
+    assert buffers.free_bytes() == (2 + 3) << 20
+    ready = {block.data_ptr() for block in buffers._free.values()}
+    again = [buffers.empty(SHAPE, torch.float32), buffers.empty((3, 512, 512), torch.float32)]
+    assert {tensor.data_ptr() for tensor in again} == ready and buffers.free_bytes() == 0
+    del kept
+    gc.collect()  # two blocks come back: the next call finds them free and maps nothing new
+    buffers.keep_ready().join()
+    assert buffers.free_bytes() == (2 + 3) << 20 and not {b.data_ptr() for b in buffers._free.values()} & ready
+
+
+def test_keep_ready_stays_under_the_limit(monkeypatch):
+    monkeypatch.setattr(buffers, "limit_bytes", 5 << 20)
+    kept = [buffers.empty(SHAPE, torch.float32) for _ in range(4)]  # 8 MB handed out
+    buffers.keep_ready().join()
+    assert buffers.free_bytes() == 4 << 20 and len(kept) == 4

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit import config
 
+from .. import buffers
 from ..access import beyond_loopback
 from ..analysis.coreference import positions
 from ..analysis.focus import top_heads
@@ -45,7 +46,9 @@ def run(name: str, text: str, target: str | None = None, kinds: tuple[str, ...] 
     patterns), so the value-weighted norms never need a second forward."""
     model = backend(name)
     values = ("v",) if "pattern" in kinds and "v" in model.kinds else ()
-    return model.run(text, target=target, kinds=tuple(dict.fromkeys(tuple(kinds) + values)))
+    result = model.run(text, target=target, kinds=tuple(dict.fromkeys(tuple(kinds) + values)))
+    buffers.keep_ready()  # this cache keeps the result's memory: the next text's is mapped meanwhile
+    return result
 
 
 @st.cache_resource(max_entries=MAX_NORMS, show_spinner=False)
