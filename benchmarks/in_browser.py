@@ -2,7 +2,9 @@
 
 * cold start: ``make run`` started → the default page's heatmap drawn;
 * Enter → heatmap: a new text typed into "Sentence", Enter pressed → the heatmap's x tick labels
-  are the new text's (long inputs show every k-th token, at most 64 ticks).
+  are the new text's (long inputs show every k-th token, at most 64 ticks);
+* of which the server: Enter → the heatmap's message received by the browser (the first websocket
+  frame after Enter that carries a heatmap trace). The rest is the browser drawing it.
 """
 
 from __future__ import annotations
@@ -44,17 +46,30 @@ def cold_start(timeout_ms: float) -> float:
             return time.perf_counter() - start
 
 
-def enter_to_heatmap(backend: Backend, lengths: list[int], reps: int, timeout_ms: float) -> dict[int, list[float]]:
-    """Seconds from Enter in "Sentence" to the new text's tick labels, ``reps`` new texts per length."""
+HEATMAP_TRACE = b'"type":"heatmap"'
+
+
+def enter_to_heatmap(backend: Backend, lengths: list[int], reps: int,
+                     timeout_ms: float) -> tuple[dict[int, list[float]], dict[int, list[float]]]:
+    """Seconds from Enter in "Sentence" to the new text's tick labels, and to the heatmap's message
+    reaching the browser, ``reps`` new texts per length."""
     times: dict[int, list[float]] = {}
+    messages: dict[int, list[float]] = {}
+    arrivals: list[float] = []  # when a frame carrying a heatmap arrived (perf_counter)
+
+    def received(payload: bytes | str) -> None:
+        if HEATMAP_TRACE in (payload if isinstance(payload, bytes) else payload.encode()):
+            arrivals.append(time.perf_counter())
+
     with chromium() as browser, served_app() as url:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.on("websocket", lambda socket: socket.on("framereceived", received))
         page.goto(url)
         wait_for_heatmap(page, timeout=timeout_ms)
         box = page.get_by_label("Sentence", exact=True).and_(page.locator("textarea"))
         variant = 100  # texts no other measurement used: every Enter is a real model run
         for n in lengths:
-            times[n] = []
+            times[n], messages[n] = [], []
             for _ in range(reps + 1):  # the first one warms this length up
                 variant += 1
                 text = text_of_tokens(backend, n, variant)
@@ -65,13 +80,16 @@ def enter_to_heatmap(backend: Backend, lengths: list[int], reps: int, timeout_ms
                 page.wait_for_function(TICKS_SHOWN, arg=expected_ticks(backend, text), timeout=timeout_ms,
                                        polling=10)
                 times[n].append(time.perf_counter() - start)
-            times[n] = times[n][1:]
-    return times
+                messages[n].append(min(t for t in arrivals if t >= start) - start)
+            times[n], messages[n] = times[n][1:], messages[n][1:]
+    return times, messages
 
 
 def bench_browser(backend: Backend, lengths: list[int], reps: int, cold_starts: int = 2,
                   timeout_ms: float = 120_000) -> dict:
+    times, messages = enter_to_heatmap(backend, lengths, reps, timeout_ms)
     return {
         "cold_start_s": [cold_start(timeout_ms) for _ in range(cold_starts)],
-        "enter_to_heatmap_s": {str(n): t for n, t in enter_to_heatmap(backend, lengths, reps, timeout_ms).items()},
+        "enter_to_heatmap_s": {str(n): t for n, t in times.items()},
+        "enter_to_heatmap_message_s": {str(n): t for n, t in messages.items()},
     }
