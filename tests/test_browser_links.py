@@ -6,7 +6,7 @@ import urllib.parse
 
 import pytest
 
-from browser import new_page, open_view, reset, wait_for_heatmap, wait_for_link
+from browser import new_page, open_view, reset, settled, wait_for_heatmap, wait_for_link
 
 
 @pytest.fixture(scope="module")
@@ -39,15 +39,28 @@ def red_tiles(page) -> int:
     return ablation_tiles(page).evaluate_all("els => els.filter(e => (e.style.fill || '').includes('214')).length")
 
 
+def click_tile(page, index: int, link: dict[str, str], marked: int) -> dict[str, str]:
+    """Click a head of the grid, then wait, as a person would, until the link has changed and the grid
+    is drawn again with ``marked`` heads in red: a click on a grid still being redrawn (Streamlit mounts
+    a new plot for each new figure) can land on the old one."""
+    ablation_tiles(page).nth(index).click(force=True)
+    shown = wait_for_link(page, link)
+    settled(page)
+    page.wait_for_function(
+        """n => [...document.querySelectorAll('.js-plotly-plot')].some(p => p.textContent.includes('or click heads')
+                 && [...p.querySelectorAll('.scatterlayer .points path')]
+                        .filter(e => (e.style.fill || '').includes('214')).length === n)""",
+        arg=marked, timeout=60_000, polling=50)
+    return shown
+
+
 def test_clicking_heads_in_the_ablation_grid_picks_them_and_the_link_reproduces_the_set(app_url, page, fresh):
     page.goto(f"{app_url}/?view=ablation&ablate=3.1")
     assert ablation_tiles(page).count() == 6 * 12
-    ablation_tiles(page).nth(2 * 12 + 5).click(force=True)  # layer 2, head 5: added
-    wait_for_link(page, {"view": "ablation", "ablate": "3.1,2.5"})
-    ablation_tiles(page).nth(3 * 12 + 1).click(force=True)  # 3.1 again: taken out
-    wait_for_link(page, {"ablate": "2.5"})
-    ablation_tiles(page).nth(0).click(force=True)  # layer 0, head 0: added
-    link = wait_for_link(page, {"ablate": "2.5,0.0"})
+    settled(page)
+    click_tile(page, 2 * 12 + 5, {"view": "ablation", "ablate": "3.1,2.5"}, 2)  # layer 2, head 5: added
+    click_tile(page, 3 * 12 + 1, {"ablate": "2.5"}, 1)  # 3.1 again: taken out
+    link = click_tile(page, 0, {"ablate": "2.5,0.0"}, 2)  # layer 0, head 0: added
     page.locator(CHIPS).nth(1).wait_for(timeout=30_000)
     fresh.goto(f"{app_url}/?{urllib.parse.urlencode(link)}")
     assert ablation_tiles(fresh).count() == 6 * 12
