@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from attention_viz.backends import registry
+from attention_viz.backends.base import Backend
 from attention_viz.backends.scratch import ScratchEncoderBackend
 from attention_viz.model_cache import ModelCache
 from attention_viz.ui import cache
@@ -78,3 +79,14 @@ def test_a_model_loads_once_even_when_many_sessions_ask_at_once(monkeypatch):
     for thread in threads:
         thread.join()
     assert loads == ["minilm"] and len(results) == 8 and all(r is results[0] for r in results)
+
+
+def test_a_run_the_cache_keeps_has_the_next_runs_memory_made_ready(monkeypatch):
+    """The cache keeps each result's memory, so after a run it asks the backend to map the next one's."""
+    calls = []
+    monkeypatch.setattr(Backend, "keep_memory_ready", lambda self: calls.append(self.name))
+    cache.run.clear()
+    cache.run("minilm", "A sentence the cache keeps.")
+    cache.run("minilm", "A sentence the cache keeps.")  # answered from the cache: no run, nothing to map
+    assert calls == ["minilm"]
+    cache.run.clear()

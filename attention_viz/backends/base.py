@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .. import buffers
 from ..analysis.ablation import Ablation
 from ..analysis.long_input import LongInput
 from ..analysis.probes import english_probes
@@ -77,6 +78,11 @@ class Backend(ABC):
         Encoder–decoder models translate ``text``: teacher-forced on ``target`` when given,
         greedy otherwise. ``result.meta["dropped"]`` counts tokens cut by truncation.
         """
+
+    def keep_memory_ready(self) -> None:
+        """The caller keeps the last run's result (the app's cache): have the memory for a next run
+        of the same size mapped in the background meanwhile (see :mod:`attention_viz.buffers`)."""
+        buffers.keep_ready()
 
     def forward(
         self, text: str, target: str | None = None, kinds: Collection[str] = ("pattern",), ablation: Ablation | None = None

@@ -16,7 +16,6 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit import config
 
-from .. import buffers
 from ..access import beyond_loopback
 from ..analysis.coreference import positions
 from ..analysis.focus import top_heads
@@ -47,7 +46,7 @@ def run(name: str, text: str, target: str | None = None, kinds: tuple[str, ...] 
     model = backend(name)
     values = ("v",) if "pattern" in kinds and "v" in model.kinds else ()
     result = model.run(text, target=target, kinds=tuple(dict.fromkeys(tuple(kinds) + values)))
-    buffers.keep_ready()  # this cache keeps the result's memory: the next text's is mapped meanwhile
+    model.keep_memory_ready()  # this cache keeps the result's memory: the next text's is mapped meanwhile
     return result
 
 
