@@ -30,15 +30,23 @@ def transformed_norms(v: np.ndarray, w_o: np.ndarray) -> np.ndarray:
     if w_o.ndim != 2 or w_o.shape[0] != heads * d_k:
         raise ValueError(f"W_O of shape {w_o.shape} does not fit {heads} heads of size {d_k}")
     per_head = np.asarray(w_o, np.float64).reshape(heads, d_k, w_o.shape[1])  # (h, d_k, d_model)
-    f = np.einsum("hkd,hde->hke", np.asarray(v, np.float64), per_head)  # (h, keys, d_model)
-    return np.linalg.norm(f, axis=-1)
+    norms = np.empty((heads, keys))
+    for head in range(heads):  # one head's f at a time: (keys, d_model), memory the allocator reuses
+        f = np.asarray(v[head], np.float64) @ per_head[head]
+        norms[head] = np.sqrt(np.einsum("ke,ke->k", f, f))  # the sum of squares in one pass, no f² array
+    return norms
 
 
 def value_norms(pattern: np.ndarray, v: np.ndarray, w_o: np.ndarray) -> np.ndarray:
-    """``[heads, query, key]`` float32: ‖α_ij f_h(x_j)‖ = α_ij ‖f_h(x_j)‖ (α ≥ 0)."""
+    """``[heads, query, key]`` float32: ‖α_ij f_h(x_j)‖ = α_ij ‖f_h(x_j)‖ (α ≥ 0).
+
+    The per-key norms are computed in float64 and rounded once; the product over every (query, key)
+    pair is made in float32 straight into the result (in float64 it needed two temporaries of twice
+    the pattern's size)."""
     if pattern.ndim != 3 or pattern.shape[0] != v.shape[0] or pattern.shape[2] != v.shape[1]:
         raise ValueError(f"pattern {pattern.shape} and values {v.shape} do not belong together")
-    return (pattern * transformed_norms(v, w_o)[:, None, :]).astype(np.float32)
+    norms = transformed_norms(v, w_o).astype(np.float32)
+    return np.multiply(pattern, norms[:, None, :], dtype=np.float32)
 
 
 def value_norm_arrays(
