@@ -193,6 +193,19 @@ def test_word_attention_and_predictions():
     assert relation_predictions(P, word_ids, [0, 1, 2])[:, 0].tolist() == [1, 0, 1]
 
 
+def test_word_attention_is_the_mean_over_query_pieces_of_the_sum_over_key_pieces():
+    rng = np.random.default_rng(3)
+    word_ids = [None, 0, 0, 1, 2, 2, 2, 3, None]
+    P = rng.random((2, 3, len(word_ids), len(word_ids)))
+    expected = np.zeros((2, 3, 4, 4))
+    for w in range(4):
+        for u in range(4):
+            queries = [t for t, i in enumerate(word_ids) if i == w]
+            keys = [s for s, i in enumerate(word_ids) if i == u]
+            expected[:, :, w, u] = P[:, :, queries][:, :, :, keys].sum(-1).mean(-1)
+    np.testing.assert_allclose(word_attention(P, word_ids), expected, rtol=1e-12)
+
+
 def test_offset_baseline():
     assert offset_baseline({1: 6, -2: 3, 0: 10}, 10) == (1, 0.6)
     assert offset_baseline({}, 0) == (0, 0.0)
