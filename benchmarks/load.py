@@ -29,17 +29,16 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
 
+from .ports import free_port, wait_until_serving
 from .proxy import COOKIE, proxy, sticky_key
 from .session import Session, tick_labels, title
 
@@ -60,12 +59,6 @@ STEPS = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def cpu_s(pid: int) -> float:
     """CPU seconds the process has used (user + system)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -80,35 +73,39 @@ def rss_mb(pid: int) -> float:
 
 
 @contextmanager
-def app_servers(count: int = 1, timeout: float = 180):
+def app_servers(count: int = 1, timeout: float = 180, attempts: int = 3):
     """``count`` copies of the app as `make run` serves it, each on a free loopback port, started
-    side by side; yields [(url, pid)] once every one answers its health check."""
-    servers = []
+    side by side; yields [(url, pid)] once every one answers its health check itself (a port another
+    process took meanwhile means a new port: benchmarks/ports.py)."""
+    servers: list[tuple[int, subprocess.Popen]] = []
+
+    def start() -> tuple[int, subprocess.Popen]:
+        port = free_port()
+        command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                   "--server.address", "127.0.0.1", "--server.headless", "true",
+                   "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+        return port, subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                      env={**os.environ, "HF_HUB_OFFLINE": "1"}, start_new_session=True)
+
     try:
-        for _ in range(count):
-            port = free_port()
-            command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-                       "--server.address", "127.0.0.1", "--server.headless", "true",
-                       "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-            servers.append((f"http://127.0.0.1:{port}", subprocess.Popen(
-                command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                env={**os.environ, "HF_HUB_OFFLINE": "1"}, start_new_session=True,
-            )))
+        servers = [start() for _ in range(count)]
         deadline = time.monotonic() + timeout
-        for url, server in servers:
-            while True:
-                try:
-                    if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                        break
-                except OSError:
-                    pass
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the app did not start (exit code {server.poll()})")
-                time.sleep(0.2)
-        yield [(url, server.pid) for url, server in servers]
+        for i in range(count):
+            for _ in range(attempts):
+                port, server = servers[i]
+                if wait_until_serving(server, port, deadline):
+                    break
+                servers[i] = start()  # it exited: its port was taken (the old one is reaped below)
+                servers.append((port, server))
+            else:
+                raise RuntimeError(f"the app did not start in {attempts} attempts (exit code {server.poll()})")
+        yield [(f"http://127.0.0.1:{port}", server.pid) for port, server in servers[:count]]
     finally:
         for _, server in servers:
-            os.killpg(server.pid, signal.SIGTERM)  # (a replica a test killed is still a zombie here)
+            try:
+                os.killpg(server.pid, signal.SIGTERM)  # (a replica a test killed is still a zombie here)
+            except ProcessLookupError:
+                pass
         for _, server in servers:
             try:
                 server.wait(timeout=15)

@@ -13,7 +13,7 @@ from pathlib import Path
 import attention_viz as av
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path[:0] = [str(HERE.parent / "tests"), str(HERE.parent)]  # the tests' browser helpers, and theirs
 from browser import chromium  # noqa: E402
 
 TIRED = "The animal didn't cross the street because it was too tired."

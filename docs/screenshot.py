@@ -13,7 +13,7 @@ import urllib.parse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the browser helpers the real-browser tests use
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]  # the browser helpers the real-browser tests use, and theirs
 
 from browser import chromium, served_app, wait_for_heatmap  # noqa: E402
 

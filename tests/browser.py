@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -16,6 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from playwright.sync_api import Browser, Page, sync_playwright
+
+from benchmarks.ports import free_port, wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[1]
 # Debian's build of Chromium's headless shell: the same Blink and V8 as the `chromium` package without
@@ -33,38 +34,37 @@ FLAGS = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
-def served_app(timeout: float = 90) -> Iterator[str]:
-    """`make run` on a free port; yields the base URL once the health endpoint answers."""
-    port = free_port()
-    log = open(ROOT / "artifacts" / f"server-{port}.log", "w") if (ROOT / "artifacts").is_dir() else subprocess.DEVNULL
-    server = subprocess.Popen(["make", "run", f"PORT={port}"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True, env={**os.environ})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the app did not start (exit code {server.poll()})")
-            time.sleep(0.2)
-        yield url
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
+def served_app(timeout: float = 90, attempts: int = 3) -> Iterator[str]:
+    """`make run` on a free port; yields the base URL once that server answers the health check
+    itself (benchmarks/ports.py: a port taken meanwhile by another test's server means a new port)."""
+    deadline = time.monotonic() + timeout
+    for _ in range(attempts):
+        port = free_port()
+        log = (open(ROOT / "artifacts" / f"server-{port}.log", "w") if (ROOT / "artifacts").is_dir()
+               else subprocess.DEVNULL)
+        server = subprocess.Popen(["make", "run", f"PORT={port}"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                  start_new_session=True, env={**os.environ})
         try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
+            if wait_until_serving(server, port, deadline):
+                yield f"http://127.0.0.1:{port}"
+                return
+        finally:
+            stop(server)
+    raise RuntimeError(f"the app did not start in {attempts} attempts (last exit code {server.poll()})")
+
+
+def stop(server: subprocess.Popen) -> None:
+    """Its whole process group (`make` and the server it started): SIGTERM, SIGKILL after 15 s."""
+    try:
+        os.killpg(server.pid, signal.SIGTERM)
+    except ProcessLookupError:  # the whole group has ended already
+        pass
+    try:
+        server.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
 
 
 @contextmanager

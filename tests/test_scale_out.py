@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.load import app_servers, free_port, sentences
+from benchmarks.load import app_servers, sentences
+from benchmarks.ports import free_port
 from benchmarks.proxy import COOKIE, NGINX, cookies_of, nginx_config, started_nginx
 from benchmarks.session import Session, tick_labels, title
 
