@@ -8,7 +8,9 @@ on its own (every tool pays it).
 
 Our patterns live in recycled memory (attention_viz/buffers.py): with recycled memory a call writes
 into the blocks the previous call's result freed. The fresh-memory rows turn that off too, so every
-call of ours maps new pages, as while the app's cache is filling up.
+call of ours maps new pages. The mapped-ahead rows are what the app does now: each result of ours is
+kept (as its cache keeps them, so no block comes back) and ``buffers.keep_ready`` maps the next call's
+blocks between calls (in the app, while the person reads the page; here untimed).
 """
 
 from __future__ import annotations
@@ -57,8 +59,9 @@ def bench_capture(
     backend: ScratchEncoderBackend, lengths: list[int], reps: dict[int, int], fresh_at: tuple[int, ...] = (512,)
 ) -> list[dict]:
     """One row per length with the allocator left alone ("recycled": a call may reuse the memory the
-    previous one freed), and at ``fresh_at`` lengths one more where every call gets fresh pages, as
-    a new sentence in the app does (its cache keeps the earlier results alive)."""
+    previous one freed), and at ``fresh_at`` lengths two more: every call of ours in fresh pages, as a
+    new sentence in the app was before, and "mapped ahead", as the app runs a new sentence now (its
+    cache keeps the earlier results alive; keep_ready maps the next run's blocks in between)."""
     theirs = load_transformers(MODELS["minilm"].locate())
     rows = []
     for n in lengths:
@@ -88,15 +91,25 @@ def bench_capture(
             )
             hidden_diff = float((hidden - sdpa().last_hidden_state).abs().max())
         tokenize = interleaved({"tokenize": lambda: backend.tokenize(text)}, reps[n])["tokenize"]
-        for fresh in (False, True) if n in fresh_at else (False,):
+        for memory in ("recycled", "fresh", "mapped ahead") if n in fresh_at else ("recycled",):
             faults: dict[str, list[int]] = {}
             contenders = {"ours": ours, "sdpa": sdpa, "eager": eager}
-            with no_recycling() if fresh else nullcontext():
-                times = interleaved(contenders, reps[n], faults=faults, fresh_memory=fresh)
+            kept: list[AttentionResult] = []
+
+            def keep(name: str, output: object) -> None:
+                if name == "ours":
+                    kept.append(output)  # as the app's cache keeps every result
+                    buffers.keep_ready().join()  # and maps the next one's blocks meanwhile
+
+            with no_recycling() if memory == "fresh" else nullcontext():
+                buffers.release()
+                times = interleaved(contenders, reps[n], faults=faults, fresh_memory=memory != "recycled",
+                                    after=keep if memory == "mapped ahead" else None)
+            kept.clear()
             rows.append(
                 {
                     "tokens": n,
-                    "memory": "fresh" if fresh else "recycled",
+                    "memory": memory,
                     "reps": reps[n],
                     "ours_ms": 1000 * median(times["ours"]),
                     "sdpa_ms": 1000 * median(times["sdpa"]),

@@ -135,8 +135,10 @@ def markdown(report: dict, command: str) -> str:
             "patterns: the blocks of the previous result, kept by attention_viz/buffers.py); "
             "*fresh* = freed memory goes back to the kernel between calls (ours keeps no block), so the "
             "512² × 12 × 6 patterns (75 MB) land in new pages the kernel must map and zero — what a new "
-            "sentence costs in the app while its cache, which keeps earlier results, fills up. "
-            "Page faults = minor faults per call (median).",
+            "sentence cost in the app before `buffers.keep_ready`; *mapped ahead* = what a new sentence costs in the "
+            "app now: each result of ours kept alive (as the app's cache keeps them), and the next call's blocks "
+            "mapped between calls by `keep_ready` (in the app while the page is read; here untimed), the others "
+            "as in *fresh*. Page faults = minor faults per call (median).",
             "",
             "| tokens | memory | ours | SDPA (floor) | eager + weights | ours / SDPA | ours / eager | eager / SDPA "
             "| page faults ours / eager | tokenize | reps |",

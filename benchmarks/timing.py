@@ -19,6 +19,7 @@ def interleaved(
     warmup: int = 2,
     faults: dict | None = None,
     fresh_memory: bool = False,
+    after: Callable[[str, object], None] | None = None,
 ) -> dict[str, list[float]]:
     """Seconds per call of each contender; the order rotates every repetition (no one always goes first).
 
@@ -27,6 +28,7 @@ def interleaved(
     ``fresh_memory=True`` hands freed memory back to the kernel between calls (glibc's malloc_trim),
     so every call's output lands in fresh pages, as a new sentence does in the app, whose cache keeps
     the earlier results; otherwise the allocator may recycle the previous call's memory.
+    ``after(name, output)``, if given, runs after each timed call, untimed.
     """
     for run in contenders.values():
         for _ in range(warmup):
@@ -43,6 +45,8 @@ def interleaved(
             times[name].append(time.perf_counter() - start)
             if faults is not None:
                 faults.setdefault(name, []).append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+            if after is not None:
+                after(name, result)
             del result  # freeing the output is not part of the call
             if fresh_memory:
                 _libc.malloc_trim(0)
