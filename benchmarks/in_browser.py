@@ -21,11 +21,14 @@ from .texts import text_of_tokens
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from browser import chromium, served_app, wait_for_heatmap  # noqa: E402  (the tests' helpers)
 
+# A Plotly heatmap's x tick labels, or those of our levels element (ui/level_canvas.js: 512 tokens)
 TICKS_SHOWN = """expected => {
+    const same = ticks => ticks.length === expected.length && ticks.every((t, i) => t === expected[i]);
+    const levels = document.querySelector('.avlc[data-drawn]');
+    if (levels && same([...levels.querySelectorAll('.avlc-xtick')].map(e => e.textContent))) return true;
     const plot = document.querySelector('.js-plotly-plot');
     if (!plot || !plot.querySelector('.heatmaplayer image, .hm image')) return false;
-    const ticks = [...plot.querySelectorAll('.xtick text')].map(e => e.textContent);
-    return ticks.length === expected.length && ticks.every((t, i) => t === expected[i]);
+    return same([...plot.querySelectorAll('.xtick text')].map(e => e.textContent));
 }"""
 
 
@@ -47,6 +50,7 @@ def cold_start(timeout_ms: float) -> float:
 
 
 HEATMAP_TRACE = b'"type":"heatmap"'
+LEVELS_ELEMENT = b"attention_viz.level_canvas"  # our levels element's message names it
 
 
 def enter_to_heatmap(backend: Backend, lengths: list[int], reps: int,
@@ -58,7 +62,8 @@ def enter_to_heatmap(backend: Backend, lengths: list[int], reps: int,
     arrivals: list[float] = []  # when a frame carrying a heatmap arrived (perf_counter)
 
     def received(payload: bytes | str) -> None:
-        if HEATMAP_TRACE in (payload if isinstance(payload, bytes) else payload.encode()):
+        frame = payload if isinstance(payload, bytes) else payload.encode()
+        if HEATMAP_TRACE in frame or LEVELS_ELEMENT in frame:
             arrivals.append(time.perf_counter())
 
     with chromium() as browser, served_app() as url:

@@ -157,8 +157,9 @@ def measure_app(tokens: int) -> dict:
         os.environ["ATTENTION_VIZ_MODEL_ROOTS"] = root
         first, second = _texts(words, tokens, 0)
 
-        def sent() -> list[int]:
-            return [len(chart.proto.spec.encode()) for chart in at.get("plotly_chart")]
+        def sent() -> list[int]:  # Plotly figures, and our levels element (its bytes, script and style)
+            return [len(chart.proto.spec.encode()) for chart in at.get("plotly_chart")] + [
+                len(e.proto.bytes) + len(e.proto.js_content) + len(e.proto.css_content) for e in at.get("bidi_component")]
 
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
         at.query_params.update(view="head", model=f"hf:{folder}")

@@ -1,5 +1,6 @@
 """End to end without the browser: text → AttentionResult → every figure of the head-heatmap page and
-of the all-heads page, serialized the way Streamlit sends them; and how many bytes that is.
+of the all-heads page, serialized the way Streamlit sends them (Plotly's JSON, or our levels
+element's bytes); and how many bytes that is.
 
 The page functions mirror attention_viz/ui/views/head.py and grid.py at their default widget values
 (encoder self-attention, layer 0, head 0, nothing hidden, nothing zoomed): the same builders with
@@ -20,15 +21,17 @@ from attention_viz.analysis.head_levels import captured_heatmap, needs_levels
 from attention_viz.backends.base import Backend
 from attention_viz.figures.grid import heads_grid
 from attention_viz.figures.heatmap import attention_heatmap
-from attention_viz.figures.long_heatmap import long_heatmap_figure
+from attention_viz.figures.level_canvas import level_canvas_payload, read_payload
 from attention_viz.result import AttentionResult
 from attention_viz.selection import LOG_FLOOR, Choice, displayed, group_tokens
+from attention_viz.ui.level_canvas import CSS, SCRIPT
 
 from .capture import APP_KINDS
 from .texts import text_of_tokens
 from .timing import median
 
 GROUP = ("encoder", "self_attn")
+ELEMENT_CODE = (SCRIPT + CSS).encode()  # what our levels element's messages carry besides its bytes
 
 
 def sent_to_browser(figure: go.Figure) -> str:
@@ -37,26 +40,35 @@ def sent_to_browser(figure: go.Figure) -> str:
     return plotly.io.to_json(figure.to_dict(), validate=False)
 
 
-def one_head(pattern: np.ndarray, query_labels: list[str], key_labels: list[str]) -> go.Figure:
-    """One whole head as both pages draw it by default: float32 cells, or uint8 levels past
-    ``LEVELS_ABOVE`` cells (linear colours, no threshold, nothing zoomed)."""
+def one_head(pattern: np.ndarray, query_labels: list[str], key_labels: list[str]) -> bytes:
+    """One whole head as both pages send it by default: float32 cells as a Plotly figure, or past
+    ``LEVELS_ABOVE`` cells uint8 levels on our own element (ui/level_canvas.py), whose script and
+    style go with each of its messages (linear colours, no threshold, nothing zoomed)."""
     title = "layer 0, head 0"
     if not needs_levels(pattern.shape):
-        return attention_heatmap(pattern, query_labels, key_labels, title=title)
+        return sent_to_browser(attention_heatmap(pattern, query_labels, key_labels, title=title)).encode()
     whole = captured_heatmap(pattern, range(pattern.shape[0]), range(pattern.shape[1]), floor=LOG_FLOOR)
-    return long_heatmap_figure(whole, query_labels, title, key_labels, "attention weight")
+    payload = level_canvas_payload(whole, query_labels, title, key_labels, "attention weight", zoomable=True)
+    return payload + ELEMENT_CODE
 
 
-def head_page(result: AttentionResult) -> dict[str, str]:
+def head_page(result: AttentionResult) -> dict[str, bytes]:
     shown = displayed(result, Choice(GROUP, 0, 0))
-    return {"head view": sent_to_browser(one_head(shown.matrix, shown.query_labels, shown.key_labels))}
+    return {"head view": one_head(shown.matrix, shown.query_labels, shown.key_labels)}
 
 
-def grid_page_figures(result: AttentionResult, stack: np.ndarray) -> dict[str, str]:
+def grid_page_figures(result: AttentionResult, stack: np.ndarray) -> dict[str, bytes]:
     query_tokens, key_tokens = group_tokens(result, GROUP)
     grid = heads_grid(stack, title="every head (rows: layers, columns: heads)")
     enlarged = one_head(stack[0, 0], list(query_tokens.labels), list(key_tokens.labels))
-    return {"all-heads grid": sent_to_browser(grid), "grid page, enlarged head": sent_to_browser(enlarged)}
+    return {"all-heads grid": sent_to_browser(grid).encode(), "grid page, enlarged head": enlarged}
+
+
+def x_ticks(sent: bytes) -> int:
+    """How many x tick labels a head view sent as :func:`one_head` draws."""
+    if sent.startswith(b"{"):
+        return len(json.loads(sent)["layout"]["xaxis"]["ticktext"])
+    return len(read_payload(sent[: -len(ELEMENT_CODE)])[0]["x_ticks"])
 
 
 def grid_page_table(result: AttentionResult, stack: np.ndarray) -> list[dict]:
@@ -109,7 +121,6 @@ def payload_sizes(backend: Backend, n: int) -> dict:
     """Bytes of figure JSON each page sends at ``n`` tokens, and how many x tick labels it draws."""
     result = backend.run(text_of_tokens(backend, n), kinds=APP_KINDS)
     specs = {**head_page(result), **grid_page_figures(result, result.stack("pattern", *GROUP))}
-    sizes = {name: len(spec.encode()) for name, spec in specs.items()}
+    sizes = {name: len(sent) for name, sent in specs.items()}
     sizes["grid page total"] = sizes["all-heads grid"] + sizes["grid page, enlarged head"]
-    ticks = len(json.loads(specs["head view"])["layout"]["xaxis"]["ticktext"])
-    return {"tokens": n, "bytes": sizes, "head_view_x_ticks": ticks}
+    return {"tokens": n, "bytes": sizes, "head_view_x_ticks": x_ticks(specs["head view"])}

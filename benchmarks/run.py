@@ -170,7 +170,7 @@ def markdown(report: dict, command: str) -> str:
         lines.append("")
     if "payload" in report:
         p = report["payload"]
-        lines += [f"## What the browser receives at {p['tokens']} tokens (figure JSON)", "",
+        lines += [f"## What the browser receives at {p['tokens']} tokens (Plotly JSON, or our levels element)", "",
                   "| figure | bytes |", "|---|---:|"]
         lines += [f"| {name} | {size / MB:.2f} MB |" for name, size in p["bytes"].items()]
         lines += ["", f"The head view labels {p['head_view_x_ticks']} of {p['tokens']} x positions "

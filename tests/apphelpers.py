@@ -6,7 +6,10 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 from streamlit.testing.v1 import AppTest
+
+from attention_viz.figures.level_canvas import read_payload
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TIMEOUT = 120  # a cold model load is longer than AppTest's default 3 s
@@ -23,6 +26,12 @@ def app(**params: str) -> AppTest:
 def charts(at: AppTest) -> list[dict]:
     """Every Plotly figure on the page, as the JSON Streamlit sends."""
     return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def level_maps(at: AppTest) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+    """Every levels heatmap on the page (our own element, ui/level_canvas.py): header, palette, levels."""
+    return [read_payload(element.proto.bytes) for element in at.get("bidi_component")
+            if element.proto.component_name == "attention_viz.level_canvas"]
 
 
 CODE_SPAN = re.compile(r"(?<![\\`])(`+) ?(.*?) ?\1(?!`)")

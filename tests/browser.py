@@ -114,11 +114,14 @@ MARGINS_PUSHED = """() => [...document.querySelectorAll('.js-plotly-plot')].flat
 
 
 def wait_for_heatmap(page: Page, title: str | None = None, timeout: float = 120_000) -> None:
-    """Until a Plotly heatmap is drawn (and, if given, its title contains ``title``)."""
-    page.wait_for_selector(".js-plotly-plot .heatmaplayer image, .js-plotly-plot .hm image", timeout=timeout)
+    """Until a heatmap is drawn, a Plotly one or our levels element (ui/level_canvas.js), and, if
+    given, its title contains ``title``."""
+    page.wait_for_selector(".js-plotly-plot .heatmaplayer image, .js-plotly-plot .hm image, .avlc[data-drawn]",
+                           timeout=timeout)
     if title is not None:
         page.wait_for_function(
-            "t => [...document.querySelectorAll('.js-plotly-plot .gtitle')].some(e => e.textContent.includes(t))",
+            """t => [...document.querySelectorAll('.js-plotly-plot .gtitle, .avlc[data-drawn] .avlc-title')]
+                   .some(e => e.textContent.includes(t))""",
             arg=title, timeout=timeout, polling=POLL_MS,
         )
 

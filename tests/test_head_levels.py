@@ -13,9 +13,11 @@ from attention_viz.figures.long_heatmap import long_heatmap_figure
 from attention_viz.names import ENCODER_SELF
 from attention_viz.result import AttentionResult
 from attention_viz.selection import Choice, displayed
+from attention_viz.ui.level_canvas import zoom_to
 from attention_viz.ui.views.head import WINDOW
+from attention_viz.ui.views.long_head import RANGES
 
-from apphelpers import app, charts, switch_view
+from apphelpers import app, charts, level_maps, switch_view
 from benchmarks.texts import text_of_tokens
 from single_view import array, link
 
@@ -47,75 +49,76 @@ def within_a_level(codes: np.ndarray, expected: np.ndarray) -> bool:
 
 def test_512_tokens_go_as_levels_of_the_captured_pattern_under_half_a_megabyte(text, captured):
     at = opened(text)
-    spec = at.get("plotly_chart")[0].proto.spec
-    assert len(spec.encode()) <= 0.5 * MB
-    trace = charts(at)[0]["data"][0]
-    codes = array(trace["z"])
+    assert not at.get("plotly_chart")  # our own element draws the levels (ui/level_canvas.py)
+    [element] = [e for e in at.get("bidi_component") if e.proto.component_name == "attention_viz.level_canvas"]
+    assert len(element.proto.bytes) + len(element.proto.js_content) + len(element.proto.css_content) <= 0.5 * MB
+    [(header, colours, codes)] = level_maps(at)
     pattern = captured.pattern(ENCODER_SELF, LAYER, HEAD)
     assert codes.dtype == np.uint8 and codes.shape == (512, 512)
     assert within_a_level(codes, pattern)
-    assert trace["colorbar"]["ticktext"][-1] == f"{pattern.max():.3g}"  # the colour bar reads in weights
-    assert trace["x"][0] == "0: [CLS]" and trace["y"][511] == "511: [SEP]"  # hover names both tokens
-    assert "level %{z} of 255" in trace["hovertemplate"] and "± ½" in trace["hovertemplate"]
+    assert header["bar_ticks"][-1] == [255.0, f"{pattern.max():.3g}"]  # the colour bar reads in weights
+    assert header["query_names"][0] == "0: [CLS]" and header["key_names"][511] == "511: [SEP]"  # hover names both
+    assert "level {z} of 255" in header["value"] and "± ½" in header["value"]
+    assert header["zoomable"] and header["file"] == "attention-viz_minilm_head_chart_L2H5"
+    assert colours[0, 3] == 255  # no threshold: level 0 is drawn, the lightest blue
     assert any("level from 0 to 255" in caption.value for caption in at.caption)
 
 
-def test_zoomed_to_256_a_side_the_cells_are_the_exact_pattern_and_the_ranges_round_trip(text, captured):
-    at = opened(text, long_q0="100", long_q1="355", long_k0="0", long_k1="255")
-    trace = charts(at)[0]["data"][0]
-    cells = array(trace["z"])
-    assert cells.dtype == np.float32
-    assert np.array_equal(cells, captured.pattern(ENCODER_SELF, LAYER, HEAD)[100:356, :256])
-    assert trace["y"][0].startswith("100: ") and trace["x"][0] == "0: [CLS]" and "%{z:.4f}" in trace["hovertemplate"]
-    at.slider(key="head_long_q1").set_value(200).run()
-    shared = link(at)
-    assert {name: shared[name] for name in ("long_q0", "long_q1", "long_k0", "long_k1")} == {
-        "long_q0": "100", "long_q1": "200", "long_k0": "0", "long_k1": "255"}
-    again = app(**shared)
-    assert not again.exception and charts(again)[0]["data"][0]["z"] == charts(at)[0]["data"][0]["z"]
-    assert array(charts(at)[0]["data"][0]["z"]).shape == (101, 256)
+def test_a_box_dragged_on_the_levels_sets_the_ranges_and_the_whole_text_button_clears_them(text, captured):
+    at = opened(text)
+    element = "head_chart_levels"
+    at.session_state[element] = {"zoom": {"q0": 100, "q1": 355, "k0": 0, "k1": 255}}  # what the element sends
+    zoom_to(at.session_state, element, RANGES)  # the element's callback, as its trigger runs it
+    at.run()
+    assert not at.exception and not level_maps(at)  # 256 × 256: exact cells, a Plotly heatmap
+    assert np.array_equal(array(charts(at)[0]["data"][0]["z"]), captured.pattern(ENCODER_SELF, LAYER, HEAD)[100:356, :256])
+    assert {name: link(at)[name] for name in ("long_q0", "long_q1", "long_k0", "long_k1")} == {
+        "long_q0": "100", "long_q1": "355", "long_k0": "0", "long_k1": "255"}
+    at.session_state[element] = {"zoom": {"q0": 0, "q1": 511, "k0": 0, "k1": 511}}  # "Whole text"
+    zoom_to(at.session_state, element, RANGES)
+    at.run()
+    [(_, _, codes)] = level_maps(at)
+    assert codes.shape == (512, 512)
 
 
 def test_hidden_special_tokens_and_the_threshold_apply_to_the_levels(text, captured):
     at = opened(text, hide_special="1", threshold="0.1")
-    trace = charts(at)[0]["data"][0]
-    codes = array(trace["z"])
+    [(header, colours, codes)] = level_maps(at)
     expected = displayed(captured, Choice(ENCODER_SELF, LAYER, HEAD, hide_special=True)).matrix
     assert codes.shape == expected.shape == (510, 510)
-    assert not any("[CLS]" in label or "[SEP]" in label for label in trace["x"] + trace["y"])
+    assert not any("[CLS]" in label or "[SEP]" in label for label in header["query_names"] + header["key_names"])
     below = expected < 0.1
     assert below.any() and (codes[below] == 0).all()  # blank...
-    assert trace["colorscale"][0][1] == "rgba(0,0,0,0)"  # ...drawn as nothing, like the float view's gaps
+    assert colours[0, 3] == 0 and (colours[1:, 3] == 255).all()  # ...drawn as nothing, like the float view's gaps
     kept = np.where(below, 0.0, expected)
     assert within_a_level(np.where(below, 0, codes), kept)
 
 
 def test_log_and_per_row_colours_and_value_norms_still_work_on_levels(text, captured):
     at = opened(text, scale="log")
-    trace = charts(at)[0]["data"][0]
-    codes = array(trace["z"]).astype(np.float64)
+    [(header, _, codes)] = level_maps(at)
     logs = np.log10(np.maximum(captured.pattern(ENCODER_SELF, LAYER, HEAD), 1e-4))
-    assert np.abs(-4 + codes / 255 * 4 - logs).max() <= 4 / 255  # 1e-4 … 1 in 255 steps
-    assert trace["colorbar"]["ticktext"] == ["1e-4", "1e-3", "1e-2", "1e-1", "1"]
+    assert np.abs(-4 + codes.astype(np.float64) / 255 * 4 - logs).max() <= 4 / 255  # 1e-4 … 1 in 255 steps
+    assert [label for _, label in header["bar_ticks"]] == ["1e-4", "1e-3", "1e-2", "1e-1", "1"]
     at.radio(key="head_scale").set_value("row").run()
-    trace = charts(at)[0]["data"][0]
+    [(header, _, codes)] = level_maps(at)
     pattern = captured.pattern(ENCODER_SELF, LAYER, HEAD)
-    assert trace["colorbar"]["title"]["text"] == "÷ row's largest"
-    assert within_a_level(array(trace["z"]), pattern / pattern.max(axis=1, keepdims=True))
+    assert header["bar_title"] == "÷ row's largest"
+    assert within_a_level(codes, pattern / pattern.max(axis=1, keepdims=True))
     at.radio(key="weighting").set_value("norms").run()
     assert not at.exception
-    figure = charts(at)[0]
-    assert array(figure["data"][0]["z"]).dtype == np.uint8 and "value-weighted norms" in figure["layout"]["title"]["text"]
+    [(header, _, codes)] = level_maps(at)
+    assert codes.dtype == np.uint8 and "value-weighted norms" in header["title"]
 
 
 def test_the_all_heads_page_enlarges_a_head_as_levels(text, captured):
     at = opened(text)
     switch_view(at, "grid")
     assert not at.exception
-    [enlarged] = [c for c in charts(at) if "categoryarray" in c["layout"]["xaxis"]]
-    codes = array(enlarged["data"][0]["z"])
+    [(header, _, codes)] = level_maps(at)
     layer, head = int(at.slider(key="grid_layer").value), int(at.select_slider(key="grid_head").value)
     assert codes.dtype == np.uint8 and within_a_level(codes, captured.pattern(ENCODER_SELF, layer, head))
+    assert not header["zoomable"]  # the Head view zooms
     assert any("zooms into any region" in caption.value for caption in at.caption)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from apphelpers import app, plain, switch_view
+from apphelpers import app, level_maps, plain, switch_view
 from single_view import array, figures, link, problems
 from test_ours_decoder import WORDS, save
 
@@ -134,14 +134,15 @@ def test_head_view_on_a_long_text_draws_tiles_then_exact_cells(folders):
     assert problems(at) == []
     assert any(f"{LENGTH + 1:,} tokens" in info.value for info in at.info)
     assert not at.warning and any("this view reads all of it" in info.value for info in at.info)  # nothing dropped here
-    (spec,) = figures(at)
-    sent = len(json.dumps(spec))
-    assert spec["data"][0]["z"]["dtype"] == "u1" and sent < 1_000_000  # 512 × 512 levels, not 3001² floats
-    z = array(spec["data"][0]["z"])
+    assert not figures(at)  # levels: our own element (ui/level_canvas.py)
+    [element] = at.get("bidi_component")
+    assert len(element.proto.bytes) < 1_000_000  # 512 × 512 levels, not 3001² floats
+    [(header, _, z)] = level_maps(at)
     assert z.shape == (501, 501) and z[0, 0] == 255  # tiles of 6 tokens; query 0 gives key 0 all its weight
+    assert header["zoomable"] and header["rows"] == [0, LENGTH + 1, 6]
     assert any("max pooling" in c.value and "log scale" in c.value for c in at.caption)
     at.radio(key="head_long_scale").set_value("linear").run()
-    assert array(figures(at)[0]["data"][0]["z"]).max() == 255  # linear: the largest tile is the scale
+    assert level_maps(at)[0][2].max() == 255  # linear: the largest tile is the scale
 
     at.radio(key="head_long_pooling").set_value("mean").run()
     assert any("mean pooling" in c.value for c in at.caption)
@@ -163,7 +164,7 @@ def test_head_view_on_a_long_text_draws_tiles_then_exact_cells(folders):
     again = app(**params)
     assert problems(again) == [] and np.array_equal(array(figures(again)[0]["data"][0]["z"]), exact)
     again.text_area(key="text").set_value(long_text(seed=1)).run()  # a new text opens on the whole of it
-    assert problems(again) == [] and array(figures(again)[0]["data"][0]["z"]).shape == (501, 501)
+    assert problems(again) == [] and level_maps(again)[0][2].shape == (501, 501)
     again.text_area(key="text").set_value(text).run()
     switch_view(again, "focus")  # the other views read the first 1,024 tokens, and say so
     assert any("tokens were dropped" in w.value for w in again.warning)
@@ -174,18 +175,19 @@ def test_grid_view_on_a_long_text_draws_every_head_from_its_whole_pattern(folder
     at = app(view="grid", model=model, text=text)
     assert problems(at) == [] and not at.warning
     assert any("this view reads all of it" in info.value for info in at.info)
-    grid, enlarged = figures(at)
-    assert len(json.dumps(grid)) + len(json.dumps(enlarged)) < 3_000_000
+    (grid,) = figures(at)
+    [(header, _, enlarged)] = level_maps(at)  # the enlarged head: our own element
+    assert len(json.dumps(grid)) + len(at.get("bidi_component")[0].proto.bytes) < 3_000_000
     backend = load_backend(model)
     long = backend.long_input(*backend.long_tokens(text))
     overviews = [[long.overview(layer, head) for head in range(long.n_heads)] for layer in range(long.n_layers)]
     drawn = array(grid["data"][0]["z"])
     expected = tile(thumbnails(overviews, THUMB, "max"))
     assert drawn.shape == expected.shape and np.allclose(drawn, expected, atol=1e-6, equal_nan=True)
-    assert array(enlarged["data"][0]["z"]).shape == (501, 501)  # the whole input, 6 tokens a tile
+    assert enlarged.shape == (501, 501) and not header["zoomable"]  # the whole input, 6 tokens a tile
     at.slider(key="grid_layer").set_value(1).run()
     at.select_slider(key="grid_head").set_value(2).run()
-    assert problems(at) == [] and "layer 1, head 2" in figures(at)[1]["layout"]["title"]["text"]
+    assert problems(at) == [] and level_maps(at)[0][0]["title"] == "layer 1, head 2"
     assert link(at).get("layer") == "1" and link(at).get("head") == "2"
 
 
@@ -204,11 +206,11 @@ def test_the_long_views_make_no_ordinary_run_until_its_tensors_are_asked_for(fol
                         tokenize(tokenizer, text, n))
     model, text = f"hf:{folders / 'llama'}", long_text(seed=3)  # a text no other test has run
     at = app(view="head", model=model, text=text)
-    assert problems(at) == [] and figures(at)[0]["data"][0]["z"]["dtype"] == "u1"
+    assert problems(at) == [] and len(level_maps(at)) == 1
     assert any("this view reads all of it" in info.value for info in at.info)
     at.slider(key="head_layer").set_value(1).run()
     switch_view(at, "grid")
-    assert problems(at) == [] and len(figures(at)) == 2 and not at.warning
+    assert problems(at) == [] and len(figures(at)) == len(level_maps(at)) == 1 and not at.warning  # grid, enlarged
     assert runs == [] and not at.get("download_button") and tokenized.count(text) == 1
     at.session_state["long_downloads"] = True  # the box opened
     at.run()
@@ -235,12 +237,12 @@ def test_reading_a_long_text_takes_a_heavy_slot_refused_while_the_server_is_full
         busy = app(view="head", model=model, text=text)
         assert not busy.exception
         assert any("busy with other heavy work, so reading the whole text" in plain(e.value) for e in busy.error)
-        assert figures(busy) == []
+        assert figures(busy) == [] and level_maps(busy) == []
     busy.run()  # the refusal was not cached: with a free slot the text is read and drawn
-    assert problems(busy) == [] and figures(busy)[0]["data"][0]["z"]["dtype"] == "u1"
+    assert problems(busy) == [] and len(level_maps(busy)) == 1
     busy.slider(key="head_layer").set_value(1).run()
     with held(heavy, heavy.slots):  # another head's pass is heavy work too; the text stays read
         busy.select_slider(key="head_head").set_value(3).run()
         assert any("busy with other heavy work, so this head's pass" in plain(e.value) for e in busy.error)
     busy.run()
-    assert problems(busy) == [] and "layer 1, head 3" in figures(busy)[0]["layout"]["title"]["text"]
+    assert problems(busy) == [] and "layer 1, head 3" in level_maps(busy)[0][0]["title"]

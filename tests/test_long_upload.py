@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from apphelpers import app, plain
-from single_view import array, figures, link, problems
+from apphelpers import app, level_maps, plain
+from single_view import figures, link, problems
 from test_ours_decoder import WORDS, save
 
 from attention_viz.errors import ModelError
@@ -51,8 +51,8 @@ def test_an_uploaded_text_longer_than_the_box_is_read_whole(llama):
     assert any(f"{LENGTH + 1:,} tokens" in info.value for info in at.info)  # <s> + every word, past the box's limit
     captions = [plain(c.value) for c in at.sidebar.caption]
     assert any("Reading long.txt" in c and "link cannot carry" in c for c in captions)
-    (spec,) = figures(at)
-    assert spec["data"][0]["z"]["dtype"] == "u1" and array(spec["data"][0]["z"]).shape == (501, 501)  # 8 tokens a tile
+    [(_, _, levels)] = level_maps(at)
+    assert levels.dtype == np.uint8 and levels.shape == (501, 501)  # 8 tokens a tile
     assert link(at).get("text") != text  # the link holds the box's sentence, never the file
     at.file_uploader(key="text_file").set_value(None).run()  # the file removed: the box's sentence again
     assert problems(at) == [] and not at.info and figures(at)[0]["data"][0]["z"]["dtype"] == "f4"

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from apphelpers import app
-from single_view import array, figures, problems
+from apphelpers import app, level_maps
+from single_view import problems
 from test_long_input import LENGTH, long_text
 from test_ours_decoder import save
 
@@ -189,7 +189,6 @@ def test_a_mistral_checkpoint_reads_past_the_capture_limit(folder):
 def test_the_head_view_draws_a_windowed_model_past_the_capture_limit(folder):
     at = app(view="head", model=f"hf:{folder}", text=long_text())
     assert problems(at) == [] and any("this view reads all of it" in info.value for info in at.info)
-    (spec,) = figures(at)
-    z = array(spec["data"][0]["z"])
-    assert spec["data"][0]["z"]["dtype"] == "u1" and z.shape == (501, 501)  # tiles of 6 tokens
+    [(_, _, z)] = level_maps(at)  # our own element (ui/level_canvas.py)
+    assert z.dtype == np.uint8 and z.shape == (501, 501)  # tiles of 6 tokens
     assert np.all(z[outside(LENGTH + 1, 6, WINDOW)] == 0) and np.all(z[np.diag_indices(501)] > 0)

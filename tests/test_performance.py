@@ -7,7 +7,6 @@
   the same numbers as the plain one, keeps ``scores`` capturable, and still trains.
 """
 
-import json
 import sys
 import threading
 from pathlib import Path
@@ -26,7 +25,7 @@ from attention_viz.model import Transformer, TransformerConfig
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the benchmark's texts of an exact token count, from any working directory
 from benchmarks.texts import text_of_tokens  # noqa: E402
-from apphelpers import switch_view  # noqa: E402
+from apphelpers import level_maps, switch_view  # noqa: E402
 
 APP = str(ROOT / "app.py")
 MB = 1_000_000
@@ -69,22 +68,28 @@ def long_text() -> str:
     return text_of_tokens(load_backend("minilm"), FULL_LENGTH)
 
 
+def elements(at: AppTest) -> list[int]:
+    """Bytes of each of our own elements' messages on the page: its data, script and style."""
+    return [len(e.proto.bytes) + len(e.proto.js_content) + len(e.proto.css_content) for e in at.get("bidi_component")]
+
+
 def test_what_the_browser_receives_at_512_tokens_stays_under_3_mb(long_text):
     at = app(text=long_text, view="head")
     assert not at.exception and not at.warning  # exactly 512 tokens: nothing dropped
-    [head] = specs(at).values()
+    assert specs(at) == {}  # the head view sends every position as levels on our element (test_head_levels.py)
+    [head] = elements(at)
+    assert head <= 0.5 * MB
+    [(header, _, _)] = level_maps(at)
+    assert len(header["query_names"]) == len(header["key_names"]) == FULL_LENGTH  # hover names every position
+    assert len(header["x_ticks"]) <= MAX_TICKS and len(header["y_ticks"]) <= MAX_TICKS
     switch_view(at, "grid")
-    grid = specs(at)
-    assert not at.exception and len(grid) == 2  # the all-heads grid and one enlarged head
-    for spec in [head, *grid.values()]:
-        assert len(spec.encode()) <= 3 * MB
-        assert '"bdata"' in spec  # values as a binary typed array, not a JSON list of numbers
-    whole = json.loads(head)["layout"]  # the head view sends every position as levels (test_head_levels.py)
-    assert len(whole["xaxis"]["categoryarray"]) == len(whole["yaxis"]["categoryarray"]) == FULL_LENGTH
-    assert len(whole["xaxis"]["ticktext"]) <= MAX_TICKS
-    [enlarged] = [json.loads(spec)["layout"] for spec in grid.values() if "categoryarray" in spec]
-    assert len(enlarged["xaxis"]["categoryarray"]) == FULL_LENGTH  # every position is still there (hover)
-    assert len(enlarged["xaxis"]["ticktext"]) <= MAX_TICKS and len(enlarged["yaxis"]["ticktext"]) <= MAX_TICKS
+    [grid] = specs(at).values()
+    [enlarged] = elements(at)
+    assert not at.exception and len(grid.encode()) + enlarged <= 3 * MB
+    assert '"bdata"' in grid  # values as a binary typed array, not a JSON list of numbers
+    [(header, _, codes)] = level_maps(at)
+    assert codes.shape == (FULL_LENGTH, FULL_LENGTH) and len(header["key_names"]) == FULL_LENGTH
+    assert len(header["x_ticks"]) <= MAX_TICKS and len(header["y_ticks"]) <= MAX_TICKS
 
 
 def test_moving_every_control_and_switching_every_view_runs_no_forward(forwards):

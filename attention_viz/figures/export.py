@@ -30,11 +30,16 @@ def camera_config(name: str, image_format: str = "png") -> dict:
             "toImageButtonOptions": {"format": fmt, "scale": PNG_SCALE, "filename": name}}
 
 
-def subtitle(model: str, text: str | None, settings: str) -> str:
-    """``minilm · “The animal didn't cross the st…” · threshold 0.05`` (user text escaped)."""
+def subtitle_words(model: str, text: str | None, settings: str) -> str:
+    """``minilm · “The animal didn't cross the st…” · threshold 0.05``, plain text."""
     parts = [model] + ([f"“{shorten(' '.join(text.split()), SUBTITLE_TEXT)}”"] if text and text.strip() else [])
     parts += [settings] if settings else []
-    return plotly_text(" · ".join(parts))
+    return " · ".join(parts)
+
+
+def subtitle(model: str, text: str | None, settings: str) -> str:
+    """:func:`subtitle_words` for a Plotly figure (user text escaped)."""
+    return plotly_text(subtitle_words(model, text, settings))
 
 
 SUBTITLE_ROOM = 18  # pixels: one line of 11-point text

@@ -38,13 +38,13 @@ def level_ticks(heatmap: LongHeatmap) -> tuple[np.ndarray, list[str]]:
     return ticks, [f"{v / 255 * heatmap.scale:.3g}" for v in ticks]
 
 
-def level_words(heatmap: LongHeatmap) -> str:
-    """What a hovered level means: the range of values it stands for."""
+def level_words(heatmap: LongHeatmap, level: str = "%{z}") -> str:
+    """What a hovered level means: the range of values it stands for (``level``: where the hovered
+    level goes, Plotly's placeholder by default)."""
     if heatmap.colours == "log":
-        return f"level %{{z}} of 255 (log scale: 0 = {heatmap.floor:g} or less, 255 = {heatmap.scale:.3g})"
+        return f"level {level} of 255 (log scale: 0 = {heatmap.floor:g} or less, 255 = {heatmap.scale:.3g})"
     blank = f"; 0 = below {heatmap.threshold:g}, blank" if heatmap.threshold > 0 else ""
-    return (f"level %{{z}} of 255 (255 = {heatmap.scale:.4g}{blank}), "
-            f"i.e. (%{{z}} ± ½) × {heatmap.scale / 255:.3g}")
+    return f"level {level} of 255 (255 = {heatmap.scale:.4g}{blank}), i.e. ({level} ± ½) × {heatmap.scale / 255:.3g}"
 
 
 def long_heatmap_figure(heatmap: LongHeatmap, labels: Sequence[str], title: str,

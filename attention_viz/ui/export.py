@@ -8,13 +8,15 @@ figure on screen (see :func:`figure_downloads`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import plotly.graph_objects as go
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from ..figures.export import IMAGE_FORMATS, camera_config, download_name, standalone_html, subtitle, with_subtitle
+from ..figures.export import (IMAGE_FORMATS, camera_config, download_name, standalone_html, subtitle, subtitle_words,
+                              with_subtitle)
 from ..result import AttentionResult
 from .state import SHOWN
 from .widgets import choice
@@ -58,13 +60,25 @@ def file_name(key: str) -> str:
     return download_name(str(st.session_state.get("model", "")), view, figure, head)
 
 
+def saved_as(key: str) -> dict[str, str]:
+    """What our own elements (ui/level_canvas.py) save, as :func:`chart` tells Plotly: the subtitle
+    (plain text), the file name and the sidebar's image format."""
+    return {"subtitle": subtitle_words(str(st.session_state.get("model", "")), st.session_state.get("text"), _settings()),
+            "file_name": file_name(key), "image_format": str(st.session_state.get("image_format", "png"))}
+
+
+def _subtitled(figure: go.Figure) -> go.Figure:
+    view = st.session_state.get("view")
+    if view not in NO_SUBTITLE and figure.layout.title.text:  # Plotly draws a subtitle under a title only
+        return with_subtitle(figure, subtitle(str(st.session_state.get("model", "")), st.session_state.get("text"),
+                                              _settings()))
+    return figure
+
+
 def chart(where: DeltaGenerator, figure: go.Figure, key: str, *, config: dict | None = None,
           **kwargs: Any) -> Any:
     """``where.plotly_chart`` with the camera settings, the subtitle and the file name."""
-    view = st.session_state.get("view")
-    if view not in NO_SUBTITLE and figure.layout.title.text:  # Plotly draws a subtitle under a title only
-        figure = with_subtitle(figure, subtitle(str(st.session_state.get("model", "")),
-                                                st.session_state.get("text"), _settings()))
+    figure = _subtitled(figure)
     settings = camera_config(file_name(key), str(st.session_state.get("image_format", "png")))
     return where.plotly_chart(figure, key=key, config={**(config or {}), **settings}, **kwargs)
 
@@ -73,7 +87,7 @@ def _want_html(flag: str) -> None:
     st.session_state[flag] = True
 
 
-def figure_downloads(figure: go.Figure, key: str) -> None:
+def figure_downloads(figure: go.Figure | Callable[[], go.Figure], key: str) -> None:
     """The figure as one HTML file that opens offline, in two clicks: "Prepare" builds it on the
     next run, for the figure then on screen, and offers it. Built on every run instead, each file
     (plotly.js inside: ~5 MB) would cost every slider move ~0.1 s of server CPU and stay in the
@@ -81,6 +95,7 @@ def figure_downloads(figure: go.Figure, key: str) -> None:
     that registered it is gone ("Deferred file … not found")."""
     name, flag = file_name(key), f"_{key}_html_wanted"
     if st.session_state.pop(flag, False):
+        figure = _subtitled(figure()) if callable(figure) else figure  # drawn by our own element: built now
         st.download_button("Download figure (HTML, works offline)", data=standalone_html(figure, name),
                            file_name=f"{name}.html", mime="text/html", key=f"{key}_html", on_click="ignore")
     else:

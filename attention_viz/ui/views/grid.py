@@ -7,7 +7,6 @@ import streamlit as st
 from ...figures.grid import heads_grid
 from ...analysis.head_levels import captured_heatmap, needs_levels
 from ...figures.heatmap import attention_heatmap
-from ...figures.long_heatmap import long_heatmap_figure
 from ...names import CROSS
 from ...result import AttentionResult
 from ...selection import group_tokens
@@ -16,6 +15,7 @@ from .. import cache
 from ..controls import attention_picker, layer_head_picker, weigh, weighting_picker
 from ..tables import clicked_tile, follow, head_table
 from ..export import chart, figure_downloads
+from ..level_canvas import long_heatmap_chart
 from . import long_grid, long_head
 
 
@@ -51,12 +51,12 @@ def render(result: AttentionResult) -> None:
     pattern, title = stack[layer, head], f"layer {layer}, head {head}{weighed.suffix}"
     if needs_levels(pattern.shape):  # as the head view: uint8 levels rather than float32
         whole = captured_heatmap(pattern, range(pattern.shape[0]), range(pattern.shape[1]))
-        enlarged = cache.figure(long_heatmap_figure, whole, list(query_tokens.labels), title,
-                                list(key_tokens.labels), weighed.quantity)
+        long_heatmap_chart(whole, list(query_tokens.labels), title, "grid_enlarged",
+                           key_labels=list(key_tokens.labels), quantity=weighed.quantity)
         st.caption("Each cell is sent as a level from 0 to 255, not its exact value (hover gives its level and the "
                    "range it stands for). The Head view zooms into any region of this head, down to exact values.")
-    else:
-        enlarged = cache.figure(attention_heatmap, pattern, list(query_tokens.labels), list(key_tokens.labels),
-                                title=title, colorbar_title=weighed.quantity,
-                                hover=f"query %{{y}}<br>key %{{x}}<br>{weighed.quantity} %{{z:.4f}}<extra></extra>")
+        return
+    enlarged = cache.figure(attention_heatmap, pattern, list(query_tokens.labels), list(key_tokens.labels),
+                            title=title, colorbar_title=weighed.quantity,
+                            hover=f"query %{{y}}<br>key %{{x}}<br>{weighed.quantity} %{{z:.4f}}<extra></extra>")
     chart(st, enlarged, key="grid_enlarged")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import plotly.graph_objects as go
 import streamlit as st
 
 from ...analysis.head_levels import LEVELS_ABOVE, captured_heatmap, needs_levels
+from ...analysis.long_input import LongHeatmap
 from ...figures.heatmap import attention_heatmap
 from ...figures.long_heatmap import long_heatmap_figure
 from ...names import ENCODER_SELF
@@ -15,6 +18,7 @@ from .. import cache
 from . import long_head
 from ..controls import attention_picker, layer_head_picker, weigh, weighting_picker
 from ..export import chart, figure_downloads
+from ..level_canvas import level_canvas
 from ..widgets import choice, flag, integer, number
 
 WINDOW = 64  # tokens per side drawn at once: every tick labelled, cells large enough to read
@@ -44,7 +48,15 @@ def render(result: AttentionResult) -> None:
                    "stay visible. Log: small values are told apart.")
     title = f"layer {layer}, {'head ' + str(head) if isinstance(head, int) else head + ' of heads'}{weighed.suffix}"
     if needs_levels(shown.matrix.shape):  # too many cells for float32: levels, zoomed down to exact cells
-        figure = levels(result, shown, scale, threshold, weighed.quantity, title)
+        heatmap, title, colour_title = levels(result, shown, scale, threshold, weighed.quantity, title)
+        figure = partial(cache.figure, long_heatmap_figure, heatmap, shown.query_labels, title, shown.key_labels,
+                         colour_title)
+        if not heatmap.is_exact:  # our own element: the levels as bytes onto a canvas
+            level_canvas(heatmap, shown.query_labels, title, "head_chart", key_labels=shown.key_labels,
+                         quantity=colour_title, ranges=long_head.RANGES)
+            figure_downloads(figure, "head_chart")  # the Plotly figure, built only when asked for
+            return
+        figure = figure()
     else:
         figure = windowed(shown, scale, threshold, weighed.quantity, title)
     chart(st, figure, key="head_chart", config={"displaylogo": False})
@@ -71,10 +83,11 @@ def windowed(shown: Displayed, scale: str, threshold: float, quantity: str, titl
 
 
 def levels(result: AttentionResult, shown: Displayed, scale: str, threshold: float, quantity: str,
-           title: str) -> go.Figure:
+           title: str) -> tuple[LongHeatmap, str, str]:
     """The long head view's way (analysis/head_levels.py): uint8 levels with one scale, query and key
-    ranges (in the link) down to exact float cells. Every choice above (weighting, special tokens,
-    words, threshold, colours) is already in ``shown`` or applied here."""
+    ranges (in the link, and a box dragged on the levels) down to exact float cells. Every choice
+    above (weighting, special tokens, words, threshold, colours) is already in ``shown`` or applied
+    here. The heatmap, its title and what its colours show."""
     n_queries, n_keys = shown.matrix.shape
     long_head.whole_for_a_new_text((result.model, hash(result.tokens.text), shown.matrix.shape))
     rows, cols = long_head.zoom(n_queries, n_keys)
@@ -93,4 +106,4 @@ def levels(result: AttentionResult, shown: Displayed, scale: str, threshold: flo
                    f"(the colour bar reads levels as values; hover gives a cell's level and the range it stands "
                    f"for){tiles}. Narrow the ranges to {LEVELS_ABOVE:,} cells or fewer (e.g. 256 × 256) for exact "
                    "values.")
-    return cache.figure(long_heatmap_figure, heatmap, shown.query_labels, title, shown.key_labels, colour_title)
+    return heatmap, title, colour_title

@@ -9,12 +9,12 @@ import streamlit as st
 from ...analysis.blockwise import POOLINGS
 from ...analysis.long_input import long_heatmap, thumbnails
 from ...figures.grid import THUMB, heads_grid
-from ...figures.long_heatmap import long_heatmap_figure
 from ...result import AttentionResult
 from .. import cache
 from ..controls import layer_head_choice
 from ..export import chart, figure_downloads
 from ..heavy import heavy
+from ..level_canvas import long_heatmap_chart
 from ..tables import clicked_tile, follow
 from ..widgets import choice
 from .long_head import POOLING_NAMES, head_overview, long_input
@@ -52,7 +52,6 @@ def render_whole(model: str, text: str) -> None:
     layer, head = layer_head_choice(layers, heads, key="grid", reductions=False)
     everything = range(n)
     heatmap = long_heatmap(long, layer, head, overviews[layer][head], everything, everything, pooling, colours="log")
-    chart(st, cache.figure(long_heatmap_figure, heatmap, long.tokens.labels, f"layer {layer}, head {head}"),
-          key="grid_enlarged", config={"displaylogo": False})
+    long_heatmap_chart(heatmap, long.tokens.labels, f"layer {layer}, head {head}", "grid_enlarged")
     st.caption(f"Each square is a tile of {heatmap.tile_rows}×{heatmap.tile_cols} tokens ({pooling} pooling, log "
                "scale). The Head view zooms into any region of this head, down to exact cells.")

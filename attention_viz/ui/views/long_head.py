@@ -11,13 +11,12 @@ import streamlit as st
 
 from ...analysis.blockwise import POOLINGS, Overview
 from ...analysis.long_input import COLOURS, LOG_FLOOR, TILES, LongInput, clamp_region, long_heatmap
-from ...figures.long_heatmap import long_heatmap_figure
 from ...result import AttentionResult
 from ...tokens import Tokens
 from .. import cache
 from ..controls import layer_head_choice
-from ..export import chart
 from ..heavy import heavy
+from ..level_canvas import long_heatmap_chart
 from ..widgets import choice, integer
 
 POOLING_NAMES = {"max": "max (the strongest weight in each tile)", "mean": "mean (the average weight of each tile)"}
@@ -114,8 +113,7 @@ def render_whole(model: str, text: str) -> None:
     whole = head_overview(long, (model, text), layer, head, pooling == "mean")
     heatmap = long_heatmap(long, layer, head, whole, rows, cols, pooling, colours=colours)
     title = f"layer {layer}, head {head}: queries {rows.start}–{rows.stop - 1}, keys {cols.start}–{cols.stop - 1}"
-    chart(st, cache.figure(long_heatmap_figure, heatmap, long.tokens.labels, title), key="head_long_chart",
-          config={"displaylogo": False})
+    long_heatmap_chart(heatmap, long.tokens.labels, title, "head_long_chart", ranges=RANGES)
     if heatmap.is_exact:
         st.caption("Every cell is one query–key pair with its exact weight (hover shows it), computed from the "
                    "softmax normalizers of the whole row, so the weights are the model's own.")
