@@ -231,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
         log("browser ...")
         from .in_browser import bench_browser
 
-        report["browser"] = bench_browser(backend, [32, 512], 1 if args.quick else 5, 1 if args.quick else 2)
+        # 12 Enters a length: one Enter varies by ±0.1 s on a shared machine, the median by far less
+        report["browser"] = bench_browser(backend, [32, 512], 1 if args.quick else 12, 1 if args.quick else 2)
     if "capture" not in args.skip:
         log("capture cost ...")
         reps = {16: 40 // scale, 128: 30 // scale, 512: 25 // scale}

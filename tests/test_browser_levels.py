@@ -63,6 +63,10 @@ def test_hover_names_the_cell_under_the_pointer_and_typed_tags_stay_text(app_url
         assert lines[3].startswith(f"attention weight: level {codes[row, col]} of 255 (255 = ")
     page.mouse.move(0, 0)
     assert page.locator(".avlc-hover").is_hidden()
+    wide = int(page.locator(".avlc-axes").get_attribute("width"))
+    page.set_viewport_size({"width": 1000, "height": 1600})  # a narrower window: the figure is laid out again
+    page.wait_for_function("w => +document.querySelector('.avlc-axes').getAttribute('width') < w", arg=wide)
+    assert page.locator(".avlc-xtick").count() == len(ticked(n))
 
 
 def test_a_dragged_box_zooms_into_that_region_into_the_link_and_whole_text_goes_back(app_url, page, text, labels):

@@ -254,7 +254,7 @@ function wire(figure) {
     const { n_queries, n_keys } = figure.header;
     figure.setTriggerValue("zoom", { q0: 0, q1: n_queries - 1, k0: 0, k1: n_keys - 1 });
   };
-  cells.addEventListener("dblclick", () => { if (figure.header.zoomable) everything(); });
+  cells.addEventListener("dblclick", () => { if (figure.header.zoomable && !figure.whole.hidden) everything(); });
   figure.whole.addEventListener("click", everything);
   figure.save.addEventListener("click", () => save(figure));
   box.hidden = true;
