@@ -1,6 +1,7 @@
 """Our levels element in a real browser (ui/level_canvas.js): past 256 × 256 cells the head view draws
-one head's uint8 levels on a canvas. Hover names the cell under the pointer, a dragged box zooms in
-(and goes into the link), the save button writes PNG at 3× or SVG, and typed text stays text."""
+one head's uint8 levels on a canvas. Hover names the cell under the pointer (or the arrow keys' cursor),
+a dragged box zooms in (and goes into the link), the save button writes PNG at 3× or SVG, and typed
+text stays text."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def cell_centre(page, row: int, col: int) -> tuple[float, float]:
     return box["x"] + (col + 0.5) * box["width"] / cols, box["y"] + (row + 0.5) * box["height"] / rows
 
 
-def test_hover_names_the_cell_under_the_pointer_and_typed_tags_stay_text(app_url, page, text, labels):
+def test_hover_names_the_cell_under_the_pointer_or_the_arrow_keys_and_typed_tags_stay_text(app_url, page, text,
+                                                                                            labels):
     open_levels(page, app_url, text)
     n = len(labels)
     assert n > 256 and page.locator(".js-plotly-plot").count() == 0  # levels, on our element
@@ -63,6 +65,14 @@ def test_hover_names_the_cell_under_the_pointer_and_typed_tags_stay_text(app_url
         assert lines[3].startswith(f"attention weight: level {codes[row, col]} of 255 (255 = ")
     page.mouse.move(0, 0)
     assert page.locator(".avlc-hover").is_hidden()
+    page.locator(".avlc-cells").focus()  # without a pointer: the arrow keys walk the cells
+    for key in ["ArrowDown", "ArrowRight", "ArrowRight", "ArrowRight", "ArrowDown", "ArrowDown", "Shift+ArrowDown"]:
+        page.keyboard.press(key)  # the first press shows the cursor where it is, the others move it
+    lines = page.locator(".avlc-hover div").all_text_contents()
+    assert lines[1:3] == [f"query 12: {shorten(labels[12])}", f"key 3: {shorten(labels[3])}"]
+    assert page.locator(".avlc-cursor").is_visible()
+    page.keyboard.press("Escape")
+    assert page.locator(".avlc-hover").is_hidden() and page.locator(".avlc-cursor").is_hidden()
     wide = int(page.locator(".avlc-axes").get_attribute("width"))
     page.set_viewport_size({"width": 1000, "height": 1600})  # a narrower window: the figure is laid out again
     page.wait_for_function("w => +document.querySelector('.avlc-axes').getAttribute('width') < w", arg=wide)

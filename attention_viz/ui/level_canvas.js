@@ -57,9 +57,11 @@ function build(parent) {
   const cells = element("canvas", "avlc-cells", stage);
   const scale = element("canvas", "avlc-scale", stage);
   const box = element("div", "avlc-box", stage);
+  const cursor = element("div", "avlc-cursor", stage);
   const hover = element("div", "avlc-hover", stage);
   hover.setAttribute("role", "tooltip");
-  const figure = { root, hint, whole, save, stage, axes, cells, scale, box, hover, shown: null };
+  cells.tabIndex = 0; // the arrow keys walk the cells (step)
+  const figure = { root, hint, whole, save, stage, axes, cells, scale, box, cursor, hover, shown: null };
   wire(figure);
   return figure;
 }
@@ -157,7 +159,11 @@ function draw(figure, payload, setTriggerValue) {
   place(figure.cells, at.left, at.top, at.plotWidth, at.plotHeight);
   place(figure.scale, at.barX, at.top, BAR, at.plotHeight);
   figure.save.textContent = header.format === "svg" ? "Save SVG" : "Save PNG";
-  figure.hint.textContent = header.zoomable ? "Drag a box to zoom in; double-click for the whole text." : "";
+  figure.hint.textContent = (header.zoomable ? "Drag a box to zoom in; double-click for the whole text. " : "")
+    + "Or click the heatmap and move with the arrow keys.";
+  figure.cells.setAttribute("aria-label", `${header.title}: the arrow keys move across the cells`);
+  figure.cell = null;
+  figure.cursor.hidden = true;
   const [r0, r1] = header.rows, [c0, c1] = header.cols;
   const whole = r0 === 0 && c0 === 0 && r1 === header.n_queries && c1 === header.n_keys;
   figure.whole.hidden = !header.zoomable || whole;
@@ -196,21 +202,51 @@ function describe(figure, { row, col }) {
 
 function showHover(figure, event) {
   const cell = cellAt(figure, event);
-  const hover = figure.hover;
   if (cell === null || figure.dragging) {
-    hover.hidden = true;
+    figure.hover.hidden = true;
     return;
   }
+  const stage = figure.stage.getBoundingClientRect();
+  showCell(figure, cell, event.clientX - stage.left, event.clientY - stage.top);
+}
+
+// The hover box for ``cell``, beside the point (x, y) of the figure.
+function showCell(figure, cell, x, y) {
+  const hover = figure.hover;
   hover.replaceChildren(...describe(figure, cell).map((line) => {
     const div = document.createElement("div");
     div.textContent = line;
     return div;
   }));
   hover.hidden = false;
-  const stage = figure.stage.getBoundingClientRect();
-  const x = event.clientX - stage.left + 14, y = event.clientY - stage.top + 14;
-  hover.style.left = `${Math.min(x, figure.at.width - hover.offsetWidth - 4)}px`;
-  hover.style.top = `${y}px`;
+  hover.style.left = `${Math.min(x + 14, figure.at.width - hover.offsetWidth - 4)}px`;
+  hover.style.top = `${y + 14}px`;
+}
+
+const STEPS = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] };
+
+// Without a pointer: the arrow keys walk a cursor over the cells, and the hover box follows it.
+function step(figure, event) {
+  if (event.key === "Escape") {
+    figure.hover.hidden = figure.cursor.hidden = true;
+    return;
+  }
+  const move = STEPS[event.key];
+  if (!move) return;
+  event.preventDefault(); // the arrows move the cursor, not the page
+  const [rows, cols] = figure.header.shape;
+  const at = figure.cell ?? { row: 0, col: 0 };
+  const cell = figure.cursor.hidden ? at : {
+    row: Math.min(rows - 1, Math.max(0, at.row + move[0] * (event.shiftKey ? 10 : 1))),
+    col: Math.min(cols - 1, Math.max(0, at.col + move[1] * (event.shiftKey ? 10 : 1))),
+  };
+  figure.cell = cell;
+  const { left, top, plotWidth, plotHeight } = figure.at;
+  const width = plotWidth / cols, height = plotHeight / rows;
+  const [w, h] = [Math.max(width, 7), Math.max(height, 7)]; // a cell of 1.5 px still shows a visible square
+  place(figure.cursor, left + (cell.col + 0.5) * width - w / 2, top + (cell.row + 0.5) * height - h / 2, w, h);
+  figure.cursor.hidden = false;
+  showCell(figure, cell, left + (cell.col + 1) * width, top + (cell.row + 1) * height);
 }
 
 function wire(figure) {
@@ -226,7 +262,10 @@ function wire(figure) {
     showHover(figure, event);
   });
   cells.addEventListener("pointerleave", () => { figure.hover.hidden = true; });
+  cells.addEventListener("keydown", (event) => step(figure, event));
+  cells.addEventListener("blur", () => { figure.hover.hidden = figure.cursor.hidden = true; });
   cells.addEventListener("pointerdown", (event) => {
+    figure.cell = cellAt(figure, event) ?? figure.cell; // the arrow keys go on from the clicked cell
     if (!figure.header.zoomable || event.button !== 0) return;
     const stage = figure.stage.getBoundingClientRect();
     figure.dragging = { x: event.clientX - stage.left, y: event.clientY - stage.top, cell: cellAt(figure, event) };
@@ -258,7 +297,7 @@ function wire(figure) {
   figure.whole.addEventListener("click", everything);
   figure.save.addEventListener("click", () => save(figure));
   box.hidden = true;
-  figure.hover.hidden = true;
+  figure.hover.hidden = figure.cursor.hidden = true;
 }
 
 // The figure as one SVG document: the axes, with the cells and the colour bar as pixel images.

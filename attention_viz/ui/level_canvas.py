@@ -26,6 +26,8 @@ CSS = """
 .avlc-axes text:not(.avlc-subtitle) { fill: currentColor; }  /* the page's text colour, light or dark theme */
 .avlc-cells, .avlc-scale { position: absolute; image-rendering: pixelated; }
 .avlc-cells { cursor: crosshair; touch-action: none; }
+.avlc-cells:focus { outline: 2px solid #1f77b4; outline-offset: 2px; }
+.avlc-cursor { position: absolute; border: 1px solid #d62728; pointer-events: none; }
 .avlc-box { position: absolute; border: 1px dashed #333; background: rgba(0, 0, 0, 0.06); pointer-events: none; }
 .avlc-hover { position: absolute; z-index: 2; pointer-events: none; white-space: nowrap; background: #fff; color: #222;
               border: 1px solid #bbb; border-radius: 4px; padding: 4px 8px; box-shadow: 0 1px 4px rgba(0, 0, 0, 0.2); }
