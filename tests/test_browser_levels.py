@@ -14,7 +14,7 @@ from attention_viz.backends.registry import load_backend
 from attention_viz.figures.axes import shorten, ticked
 from attention_viz.names import ENCODER_SELF
 from benchmarks.texts import text_of_tokens
-from browser import settled, wait_for_link
+from browser import open_view, settled, wait_for_link
 
 LAYER, HEAD = 2, 5
 HOSTILE = "<b>bold</b> <img src=x onerror=alert(1)> "
@@ -96,6 +96,12 @@ def test_a_dragged_box_zooms_into_that_region_into_the_link_and_whole_text_goes_
     page.wait_for_function("t => document.querySelector('.avlc-title')?.textContent === t",
                            arg=f"layer {LAYER}, head {HEAD}")
     assert page.get_by_role("button", name="Whole text").is_hidden()
+    open_view(page, "grid")  # the all-heads page enlarges a head on the element too; then back
+    page.wait_for_function("() => document.querySelectorAll('.avlc[data-drawn]').length === 1")
+    assert not page.get_by_role("button", name="Whole text").is_visible() and "Drag" not in page.locator(".avlc-hint").text_content()
+    open_view(page, "head")
+    page.wait_for_selector(".avlc[data-drawn] .avlc-xtick")
+    assert page.locator(".avlc").count() == 1  # the unmounted element let go of its figure: one, drawn anew
 
 
 def test_the_save_button_writes_png_at_three_times_or_svg_as_the_sidebar_says(app_url, page, text):

@@ -359,21 +359,28 @@ export default function (component) {
   if (!figure) {
     figure = build(parentElement);
     figures.set(parentElement, figure);
-    follow(figure);
+    figure.observer = follow(figure);
   }
   figure.setTriggerValue = setTriggerValue;
   const payload = read(data instanceof Uint8Array ? data : new Uint8Array(data));
   if (payload.header.id !== figure.shown) draw(figure, payload, setTriggerValue);
   figure.payload = payload;
+  return () => { // unmounted (another view, another figure): let go of the element and its observer
+    figure.observer.disconnect();
+    figure.root.remove();
+    figures.delete(parentElement);
+  };
 }
 
 // A narrower or wider page (the sidebar folded, the window resized) lays the figure out again.
 function follow(figure) {
   let width = figure.root.parentElement.clientWidth;
-  new ResizeObserver(() => {
+  const observer = new ResizeObserver(() => {
     const now = figure.root.parentElement.clientWidth;
     if (Math.abs(now - width) < 8 || !figure.payload) return;
     width = now;
     draw(figure, figure.payload, figure.setTriggerValue);
-  }).observe(figure.root.parentElement);
+  });
+  observer.observe(figure.root.parentElement);
+  return observer;
 }
