@@ -281,3 +281,21 @@ def test_colour_scales_per_row_and_log():
     assert row["zmax"] == 1.0 and row["colorbar"]["title"]["text"] == "÷ row's largest"
     log = charts(app(scale="log"))[0]["data"][0]
     assert (log["zmin"], log["zmax"]) == (-4.0, 0.0)
+
+
+def test_a_views_choices_survive_a_visit_to_another_view():
+    """Streamlit drops a widget's state after a run that does not draw it: back on the head view, the
+    layer, head and options are those the user left, not the defaults (ui/widgets.py keeps them)."""
+    at = app(view="head")
+    at.slider(key="head_layer").set_value(2).run()
+    at.select_slider(key="head_head").set_value(5).run()
+    at.checkbox(key="head_hide_special").check().run()
+    at.radio(key="head_scale").set_value("log").run()
+    switch_view(at, "grid")
+    assert "head_layer" not in at.session_state  # what Streamlit does to a widget it did not draw
+    switch_view(at, "focus")
+    switch_view(at, "head")
+    assert not at.exception
+    assert (at.slider(key="head_layer").value, at.select_slider(key="head_head").value) == (2, 5)
+    assert at.checkbox(key="head_hide_special").value and at.radio(key="head_scale").value == "log"
+    assert "layer 2, head 5" in charts(at)[0]["layout"]["title"]["text"]

@@ -17,7 +17,7 @@ from .. import cache
 from ..controls import layer_head_choice
 from ..heavy import heavy
 from ..level_canvas import long_heatmap_chart
-from ..widgets import choice, integer
+from ..widgets import choice, forget, integer
 
 POOLING_NAMES = {"max": "max (the strongest weight in each tile)", "mean": "mean (the average weight of each tile)"}
 COLOUR_NAMES = {"log": "log", "linear": "linear"}
@@ -67,7 +67,7 @@ def whole_for_a_new_text(identity: tuple) -> None:
     first text, still apply."""
     if st.session_state.get("head_long_text", identity) != identity:
         for key in RANGES:
-            st.session_state.pop(key, None)
+            forget(key)
     st.session_state["head_long_text"] = identity
 
 
