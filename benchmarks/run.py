@@ -193,8 +193,9 @@ def markdown(report: dict, command: str) -> str:
     if "browser" in report:
         b = report["browser"]
         lines += ["## In the browser (headless Chromium, `make run`)", "",
-                  "*Of which the server*: Enter → the heatmap's message received by the browser; the rest is "
-                  "the browser drawing the page.", "", "| measure | median | of which the server | runs |",
+                  "*Of which the server*: Enter → the heatmap's message received by the page, both on the page's "
+                  "own clock; the rest is the browser drawing the page.", "",
+                  "| measure | median | of which the server | runs |",
                   "|---|---:|---:|---:|",
                   f"| cold start: `make run` started → first heatmap | {median(b['cold_start_s']):.2f} s | | "
                   f"{len(b['cold_start_s'])} |"]

@@ -23,7 +23,8 @@ CSS = """
 .avlc-tools { display: flex; gap: 8px; align-items: center; justify-content: flex-end; min-height: 30px; }
 .avlc-hint { color: #666; margin-right: auto; }
 .avlc-axes { position: absolute; left: 0; top: 0; overflow: visible; }
-.avlc-axes text:not(.avlc-subtitle) { fill: currentColor; }  /* the page's text colour, light or dark theme */
+.avlc-axes text { fill: currentColor; }  /* the page's text colour, light or dark theme */
+.avlc-axes .avlc-subtitle { opacity: 0.7; }  /* a saved SVG, without this style, keeps its own grey */
 .avlc-cells, .avlc-scale { position: absolute; image-rendering: pixelated; }
 .avlc-cells { cursor: crosshair; touch-action: none; }
 .avlc-cells:focus { outline: 2px solid #1f77b4; outline-offset: 2px; }
