@@ -64,7 +64,7 @@ def test_512_tokens_go_as_levels_of_the_captured_pattern_under_half_a_megabyte(t
     assert any("level from 0 to 255" in caption.value for caption in at.caption)
 
 
-def test_a_box_dragged_on_the_levels_sets_the_ranges_and_the_whole_text_button_clears_them(text, captured):
+def test_a_box_dragged_on_the_levels_sets_the_ranges_and_the_whole_text_button_goes_back(text, captured):
     at = opened(text)
     element = "head_chart_levels"
     at.session_state[element] = {"zoom": {"q0": 100, "q1": 355, "k0": 0, "k1": 255}}  # what the element sends
@@ -74,11 +74,10 @@ def test_a_box_dragged_on_the_levels_sets_the_ranges_and_the_whole_text_button_c
     assert np.array_equal(array(charts(at)[0]["data"][0]["z"]), captured.pattern(ENCODER_SELF, LAYER, HEAD)[100:356, :256])
     assert {name: link(at)[name] for name in ("long_q0", "long_q1", "long_k0", "long_k1")} == {
         "long_q0": "100", "long_q1": "355", "long_k0": "0", "long_k1": "255"}
-    at.session_state[element] = {"zoom": {"q0": 0, "q1": 511, "k0": 0, "k1": 511}}  # "Whole text"
-    zoom_to(at.session_state, element, RANGES)
-    at.run()
+    at.button(key="head_long_whole").click().run()  # zoomed in to exact cells: the page's way back
     [(_, _, codes)] = level_maps(at)
-    assert codes.shape == (512, 512)
+    assert codes.shape == (512, 512) and link(at)["long_q1"] == "511"
+    assert not [b for b in at.button if b.key == "head_long_whole"]  # only while zoomed in
 
 
 def test_hidden_special_tokens_and_the_threshold_apply_to_the_levels(text, captured):

@@ -47,9 +47,6 @@ function build(parent) {
   const root = element("div", "avlc", parent);
   const tools = element("div", "avlc-tools", root);
   const hint = element("span", "avlc-hint", tools);
-  const whole = element("button", "avlc-whole", tools);
-  whole.type = "button";
-  whole.textContent = "Whole text";
   const save = element("button", "avlc-save", tools);
   save.type = "button";
   const stage = element("div", "avlc-stage", root);
@@ -61,7 +58,7 @@ function build(parent) {
   const hover = element("div", "avlc-hover", stage);
   hover.setAttribute("role", "tooltip");
   cells.tabIndex = 0; // the arrow keys walk the cells (step)
-  const figure = { root, hint, whole, save, stage, axes, cells, scale, box, cursor, hover, shown: null };
+  const figure = { root, hint, save, stage, axes, cells, scale, box, cursor, hover, shown: null };
   wire(figure);
   return figure;
 }
@@ -165,8 +162,7 @@ function draw(figure, payload, setTriggerValue) {
   figure.cell = null;
   figure.cursor.hidden = true;
   const [r0, r1] = header.rows, [c0, c1] = header.cols;
-  const whole = r0 === 0 && c0 === 0 && r1 === header.n_queries && c1 === header.n_keys;
-  figure.whole.hidden = !header.zoomable || whole;
+  figure.zoomed = header.zoomable && !(r0 === 0 && c0 === 0 && r1 === header.n_queries && c1 === header.n_keys);
   Object.assign(figure, { header, levels, at, family, setTriggerValue, shown: header.id });
   figure.root.dataset.drawn = header.id;
 }
@@ -293,8 +289,7 @@ function wire(figure) {
     const { n_queries, n_keys } = figure.header;
     figure.setTriggerValue("zoom", { q0: 0, q1: n_queries - 1, k0: 0, k1: n_keys - 1 });
   };
-  cells.addEventListener("dblclick", () => { if (figure.header.zoomable && !figure.whole.hidden) everything(); });
-  figure.whole.addEventListener("click", everything);
+  cells.addEventListener("dblclick", () => { if (figure.zoomed) everything(); }); // the page's Whole text button too
   figure.save.addEventListener("click", () => save(figure));
   box.hidden = true;
   figure.hover.hidden = figure.cursor.hidden = true;

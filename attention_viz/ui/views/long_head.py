@@ -71,9 +71,15 @@ def whole_for_a_new_text(identity: tuple) -> None:
     st.session_state["head_long_text"] = identity
 
 
+def _whole(n_queries: int, n_keys: int) -> None:
+    for key, value in zip(RANGES, (0, n_queries - 1, 0, n_keys - 1)):
+        st.session_state[key] = value
+
+
 def zoom(n_queries: int, n_keys: int) -> tuple[range, range]:
     """The query and key ranges to draw (sliders, in the link as long_q0 … long_k1; whole by
-    default). The head view zooms a captured pattern too large for float32 with the same ones."""
+    default; a box dragged on the levels sets them too), and, zoomed in, a button back to the whole.
+    The head view zooms a captured pattern too large for float32 with the same ones."""
     left, right = st.columns(2)
     with left:
         q0 = integer("First query", 0, n_queries - 1, "head_long_q0", 0)
@@ -81,7 +87,11 @@ def zoom(n_queries: int, n_keys: int) -> tuple[range, range]:
     with right:
         k0 = integer("First key", 0, n_keys - 1, "head_long_k0", 0)
         k1 = integer("Last key", 0, n_keys - 1, "head_long_k1", n_keys - 1)
-    return clamp_region(n_queries, q0, q1), clamp_region(n_keys, k0, k1)
+    rows, cols = clamp_region(n_queries, q0, q1), clamp_region(n_keys, k0, k1)
+    if (len(rows), len(cols)) != (n_queries, n_keys):
+        st.button("Whole text", key="head_long_whole", on_click=_whole, args=(n_queries, n_keys),
+                  help="Back to every query and key (double-clicking the levels heatmap does the same).")
+    return rows, cols
 
 
 def render(result: AttentionResult) -> None:
