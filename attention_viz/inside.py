@@ -1,7 +1,7 @@
 """Inside one head: every matrix of one attention head, recomputed by hand from the model's weights.
 
 ``X → Q, K, V`` through the head's slices of W_Q, W_K, W_V, then ``QKᵀ``, ``÷√d_k``, softmax,
-``× V``, the concatenation of all heads and ``W_O``: the steps of seed 000, on the real model and
+``× V``, the concatenation of all heads and ``W_O``: the steps of Vaswani et al. 2017 (section 3.2), on the real model and
 the real sentence. X is the input of the chosen layer (the embeddings for layer 0, the previous
 layer's output otherwise), obtained by running the model's own embeddings and layers < L.
 
@@ -57,7 +57,7 @@ class InsideHead:
     w_o: np.ndarray  # (d_model, d_model)  output projection, output = concat · w_o + b_o
     b_o: np.ndarray  # (d_model,)
     output: np.ndarray  # (n, d_model)  the attention sublayer's output (before residual and norm)
-    raw_scores: np.ndarray  # (n, n)  X Xᵀ  (seed 000's original self-attention, on the same X)
+    raw_scores: np.ndarray  # (n, n)  X Xᵀ  (self-attention without projections, on the same X)
     raw_pattern: np.ndarray  # (n, n)  softmax(X Xᵀ)
     raw_context: np.ndarray  # (n, d_model)  softmax(X Xᵀ) X
 
@@ -71,7 +71,7 @@ class InsideHead:
         return slice(self.head * self.d_k, (self.head + 1) * self.d_k)
 
     def equations(self) -> dict[str, str]:
-        """Shape-annotated steps, as seed 000 writes them ("X (1×512) · W_Q (512×64) = Q (1×64)")."""
+        """Shape-annotated steps, written out with their shapes ("X (1×512) · W_Q (512×64) = Q (1×64)")."""
         n, d, dk, h = self.n, self.d_model, self.d_k, self.h
         divide = f" ÷ √{dk} (= {math.sqrt(dk):.3g})" if self.scale else " (not scaled)"
         return {

@@ -1,9 +1,9 @@
-"""Positional encodings: the paper's sinusoids, learned embeddings, and the naive alternatives the
-seed walks through before arriving at sinusoids (integer positions, positions normalized to
+"""Positional encodings: the paper's sinusoids, learned embeddings, and the naive alternatives one
+tries before arriving at sinusoids (integer positions, positions normalized to
 [0, 1], binary codes). Each returns a ``(positions, d_model)`` matrix that is added to the token
 embeddings.
 
-Why sinusoids (seed 004): a position code should be bounded, identical for the same position in
+Why sinusoids (Vaswani et al. 2017, section 3.5): a position code should be bounded, identical for the same position in
 sentences of different lengths, smooth, and defined for lengths never seen in training. Integer
 positions are unbounded; [0, 1] positions change meaning with sentence length; binary codes jump.
 

@@ -7,7 +7,7 @@ Tokenization is the corpus's: lower-case, split on whitespace, trailing punctuat
 end-of-source marker): a text without a final "." gets one, flagged ``special`` because it is
 not in the text. (Without it the decoder never stops.)
 
-Two data flows (seed 004):
+Two data flows of an encoder–decoder (Vaswani et al. 2017):
 
 * ``run(text)`` — inference: greedy decoding, the decoder re-reading ``<bos>`` + its own output at
   every step. Every step is captured; the result keeps the last one (the decoder is causal, so

@@ -1,5 +1,5 @@
 """Batched runs of the demo models, the same for the Transformer and the GRUs: the two data flows
-of seed 004 over many sentences at once (training, evaluation, tests).
+of an encoder–decoder (Vaswani et al. 2017) over many sentences at once (training, evaluation, tests).
 
 * teacher forcing (training flow): the decoder reads ``<bos> y_1 .. y_n`` in one pass and predicts
   ``y_1 .. y_n <eos>``: ``model.teacher_forced``, :func:`cross_attention`;

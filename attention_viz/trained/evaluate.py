@@ -108,7 +108,7 @@ ENGLISH_DETERMINERS = frozenset({"the", "a", "an", "this", "these", "some"})
 
 def _misses(pairs: Sequence[Pair], patterns: list[np.ndarray], layer: int, head: int | None, variant: str) -> dict:
     """How many argmax misses of one head (``None``: the layer's head average) are determiners that
-    look further right, at their noun phrase (seed 003: "la" attends to "Area", not only "the")."""
+    look further right, at their noun phrase ("la" attends to "Area", not only to "the": a determiner agrees with its noun)."""
     misses = determiner_misses = 0
     for p, att in zip(pairs, patterns):
         rows = att[layer].mean(0) if head is None else att[layer, head]  # (T, S)

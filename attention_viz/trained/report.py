@@ -151,7 +151,7 @@ def _alignment_table(alignment: dict) -> list[str]:
 
 
 def _length_summary(scores: dict) -> list[str]:
-    """The shortest and the longest bucket of each model, in words (seed 003's long-sentence problem)."""
+    """The shortest and the longest bucket of each model, in words (the long-sentence problem of Cho et al. 2014)."""
     if not scores:
         return []
     buckets = list(next(iter(scores.values()))["exact_match"]["buckets"])
@@ -163,7 +163,7 @@ def _length_summary(scores: dict) -> list[str]:
     ]
     return [
         f"From the shortest sources ({first} tokens) to the longest ({last}): " + ", ".join(changes) + ".",
-        "Seed 003's long-sentence problem is the question this table asks: a GRU without attention",
+        "The long-sentence problem (Cho et al. 2014; Bahdanau et al. 2015) is what this table asks: a GRU without attention",
         "must squeeze the whole source sentence into one fixed context vector, while attention lets the",
         "decoder look back at every source word at every step.",
     ]

@@ -1,4 +1,4 @@
-"""The RNN encoder–decoders of seed 003: a GRU with Bahdanau attention, and the GRU without it.
+"""The RNN encoder–decoders attention grew out of: a GRU with Bahdanau attention, and the GRU without it.
 
 * ``attention=True`` — Bahdanau et al. 2015 ("Neural machine translation by jointly learning to
   align and translate"). A bidirectional GRU reads the source into states ``h_1 .. h_S``
@@ -9,7 +9,7 @@
   :func:`attention_viz.attention.additive_attention`; this module only holds the weights.
 * ``attention=False`` — Cho et al. 2014: one fixed context vector ``c`` (the encoder's final
   forward and backward states) is handed to every decoder step. Everything the decoder knows
-  about the source must fit into ``c``: the long-sentence problem of seed 003.
+  about the source must fit into ``c``: the long-sentence problem that Bahdanau et al. 2015 set out to solve.
 
 Hook names follow the Transformer's: the attention weights of all decoder steps are captured as
 ``decoder.layers.0.cross_attn.pattern`` (and ``.scores``), shape ``(B, 1 head, target, source)``,
