@@ -1,14 +1,14 @@
 """Recycled memory for attention's (query × key) tensors: the scores and patterns.
 
 At 512 tokens each layer writes a 12 MB pattern. Memory new to the process must first be mapped
-and zeroed by the kernel, page by page: on the 2-core test VM that costs about 0.9 ms of CPU per
-MB (a 512-token forward's 75 MB of patterns: ~65 ms, a quarter of the whole forward), and glibc
-hands freed blocks this large back to the kernel at once, so the next call pays it again. Blocks of
+and zeroed by the kernel, page by page, a sizeable share of a whole forward (`make bench` measures
+it), and glibc hands freed blocks this large back to the kernel at once, so the next call pays it
+again. Blocks of
 :data:`MIN_BYTES` or more therefore come from here: once nothing uses a block any more it joins a
 free list (at most :data:`limit_bytes` in all) and a later call of about the same size writes into
 pages already mapped. A new block is advised to the kernel as huge pages (2 MB each, where the
-kernel's transparent huge pages are on "madvise", as on Debian): mapping 75 MB then takes ~300 page
-faults instead of ~19,000, and about half the time.
+kernel's transparent huge pages are on "madvise", as on Debian): a 2 MB page is one fault where 4 kB pages
+are 512.
 
 A block is free only when nothing refers to it. Each block is a byte tensor read through one numpy
 array, the *owner*; every array, view and tensor handed out is made from the owner, and torch keeps
@@ -21,8 +21,8 @@ nothing crosses from one call to another. Taking and returning are single dict o
 under the GIL: concurrent calls never get the same block.
 
 A server that keeps its results (the app's cache) never gives their blocks back, so every new text
-would map fresh memory again: on these VMs ~2 ms per MB, whose pages the hypervisor must back anew
-(a 512-token minilm run: ~0.13 s of its ~0.25 s). :func:`keep_ready`, called after such a run, maps
+would map fresh memory again, whose pages a hypervisor must back anew (on the VMs we measure on, a
+large share of a 512-token run). :func:`keep_ready`, called after such a run, maps
 blocks of the sizes that run had to make, in a background thread at the lowest CPU priority, so the
 next text writes into memory that is already there.
 """

@@ -25,9 +25,9 @@ def apply_process_settings() -> None:
       DNS waiting before an error. (The hf backend is offline without them too: it passes
       ``local_files_only``; these also cover what transformers looks up on its own.)
     * ``OMP_WAIT_POLICY=PASSIVE``: busy-waiting OpenMP threads starve the Python thread on a small
-      shared machine (a server's first run: 0.55 s → 0.02 s).
-    * ``THP_MEM_ALLOC_ENABLE=1``: 2 MB pages cut the page faults of the patterns a 512-token run
-      writes (capture 1.37× → 1.22× the SDPA floor).
+      shared machine.
+    * ``THP_MEM_ALLOC_ENABLE=1``: 2 MB pages cut the page faults of the patterns a long run
+      writes (one fault per 2 MB instead of per 4 kB).
 
     * ``TRANSFORMERS_VERBOSITY=error``, ``HF_HUB_DISABLE_PROGRESS_BARS=1``: a checkpoint with unused
       weights otherwise prints transformers' multi-line load report (and a progress bar) on stderr,

@@ -90,3 +90,37 @@ def test_a_run_the_cache_keeps_has_the_next_runs_memory_made_ready(monkeypatch):
     cache.run("minilm", "A sentence the cache keeps.")  # answered from the cache: no run, nothing to map
     assert calls == ["minilm"]
     cache.run.clear()
+
+
+def _write_builder(folder: Path, height: int, helper_width: int) -> None:
+    (folder / "fig_pkg").mkdir(exist_ok=True)
+    (folder / "fig_pkg" / "__init__.py").write_text("")
+    (folder / "fig_pkg" / "helper.py").write_text(f"WIDTH = {helper_width}\n")
+    (folder / "fig_pkg" / "builder.py").write_text(
+        "import plotly.graph_objects as go\nfrom . import helper\n\n"
+        f"def build():\n    return go.Figure(layout=dict(height={height}, width=helper.WIDTH))\n")
+
+
+def test_the_figure_key_changes_when_a_builders_constant_or_helper_changes(tmp_path, monkeypatch):
+    """Bytecode keeps ``height=300`` and ``height=400`` alike (constants live beside it): the key
+    is the source of the builder's package, so an edited constant or helper is a new figure."""
+    import importlib
+    import os
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _write_builder(tmp_path, 300, 500)
+    module = importlib.import_module("fig_pkg.builder")
+    first = cache.builder_source(module.build)
+    assert cache.builder_source(module.build) == first  # stable while nothing changes
+    code = module.build.__code__.co_code
+    builder_file = tmp_path / "fig_pkg" / "builder.py"
+    _write_builder(tmp_path, 400, 500)
+    os.utime(builder_file, ns=(1, 10**18))  # a new modification time, as an editor saving would give
+    assert cache.builder_source(module.build) != first
+    assert importlib.reload(module).build.__code__.co_code == code  # what the old key could not tell apart
+    second = cache.builder_source(module.build)
+    _write_builder(tmp_path, 400, 600)  # only the helper the builder calls
+    os.utime(tmp_path / "fig_pkg" / "helper.py", ns=(1, 2 * 10**18))
+    assert cache.builder_source(module.build) != second
+    for name in ("fig_pkg.builder", "fig_pkg.helper", "fig_pkg"):
+        monkeypatch.delitem(__import__("sys").modules, name)

@@ -25,7 +25,7 @@ def test_every_figure_of_every_view_saves_at_scale_3_under_one_naming_scheme():
         assert not at.exception, view
         for key, config in configs(at).items():
             options = config["toImageButtonOptions"]
-            assert options["scale"] >= 2 and options["format"] == "png", (view, key)
+            assert options["scale"] == 3 and options["format"] == "png", (view, key)
             assert options["filename"].startswith(f"attention-viz_minilm_{view}_"), (view, key, options)
             seen += 1
         for chart in at.get("plotly_chart"):  # our one look (figures/style.py) styles every trace it carries

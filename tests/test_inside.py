@@ -75,7 +75,9 @@ def test_without_scaling_scores_are_qkt_and_the_pattern_is_more_peaked(minilm, i
         scaled = inside_head(minilm.model, ids, layer, head, scale=True)
         raw = inside_head(minilm.model, ids, layer, head, scale=False)
         assert not raw.scale
-        np.testing.assert_allclose(raw.scores, raw.scores_raw, atol=0)
+        # unscaled scores are q·kᵀ itself, computed here from the head's own q and k
+        np.testing.assert_allclose(raw.scores, raw.q.astype(np.float64) @ raw.k.astype(np.float64).T, rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(scaled.scores * np.sqrt(scaled.d_k), raw.scores, rtol=1e-5, atol=1e-4)
         np.testing.assert_allclose(raw.scores_raw, scaled.scores_raw, atol=1e-6)
         np.testing.assert_allclose(raw.q, scaled.q, atol=0)
         # softmax(√d·s) is at least as peaked as softmax(s), row by row

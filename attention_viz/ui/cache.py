@@ -7,8 +7,11 @@ are never mutated, so sharing one object is safe.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -81,11 +84,31 @@ def landing_head(result: AttentionResult) -> tuple[int, int]:
 
 
 @st.cache_data(max_entries=MAX_FIGURES, show_spinner=False)
-def _figure_spec(builder: str, code: bytes, args: tuple, kwargs: dict) -> dict:
-    """``code`` (the builder's bytecode) is part of the key only: an edited builder, reloaded by a
-    running server, is not answered from the cache of the old one."""
+def _figure_spec(builder: str, source: str, args: tuple, kwargs: dict) -> dict:
+    """``source`` (:func:`builder_source`) is part of the key only: a figure built by edited code is
+    never answered from the cache of the old code."""
     module, name = builder.rsplit(".", 1)
     return getattr(importlib.import_module(module), name)(*args, **kwargs).to_dict()
+
+
+_digests: dict[tuple, str] = {}
+
+
+def builder_source(builder: Callable[..., Any]) -> str:
+    """A digest of the source files a figure builder's output depends on: its own module and every
+    loaded module of its package (the helpers it calls, the shared style). Bytecode alone would miss
+    an edited constant (``height=300`` → ``400``) or an edited helper."""
+    module = builder.__module__
+    package = module.rpartition(".")[0] or module
+    files = sorted({getattr(loaded, "__file__", None) or "" for name, loaded in list(sys.modules.items())
+                    if name == module or name.startswith(package + ".")} - {""})
+    stamp = tuple((path, Path(path).stat().st_mtime_ns) for path in files)
+    if stamp not in _digests:  # read the files once per change, not on every figure
+        digest = hashlib.sha1()
+        for path in files:
+            digest.update(Path(path).read_bytes())
+        _digests[stamp] = digest.hexdigest()
+    return _digests[stamp]
 
 
 def figure(builder: Callable[..., go.Figure], *args: Any, **kwargs: Any) -> go.Figure:
@@ -94,5 +117,5 @@ def figure(builder: Callable[..., go.Figure], *args: Any, **kwargs: Any) -> go.F
     template) costs far more than drawing it. The spec is kept as plain data (each caller gets its own
     copy, so the subtitle added on the page never reaches another session) and wrapped without a
     second validation: it was validated when it was built."""
-    spec = _figure_spec(f"{builder.__module__}.{builder.__qualname__}", builder.__code__.co_code, args, kwargs)
+    spec = _figure_spec(f"{builder.__module__}.{builder.__qualname__}", builder_source(builder), args, kwargs)
     return go.Figure(spec, _validate=False)
