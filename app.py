@@ -120,6 +120,7 @@ def reads_whole_text() -> bool:
     try:
         return long_head.reads_whole(request.model, request.text)
     except Exception:  # noqa: BLE001 - the ordinary run reports the same failure, in one line
+        logging.getLogger("attention_viz").warning("could not tell whether the whole text is read", exc_info=True)
         return False
 
 
