@@ -40,9 +40,10 @@ test: install browser nginx
 screenshot: install browser
 	$(PY) docs/screenshot.py
 
-# Measured side by side (ours vs transformers SDPA and eager, figures, memory, browser); writes the table.
+# Measured side by side (ours vs transformers SDPA and eager, figures, memory, browser); writes the tables
+# into benchmarks/RESULTS.md and docs/performance.md.
 bench: install browser
-	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.run --markdown benchmarks/RESULTS.md
+	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.run --markdown benchmarks/RESULTS.md --performance docs/performance.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -5,8 +5,8 @@ the app runs), plain and with heads removed (zero and mean ablation). The remova
 
     python -m benchmarks.ablation [--tokens 128] [--reps 30] [--threads 1]
 
-Contenders run interleaved (benchmarks/timing.py); reported: median seconds and the median of the
-per-repetition ratios to the plain forward.
+Each contender runs in passes of its own (benchmarks/timing.py); reported: median seconds and the
+ratio of medians to the plain forward.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from attention_viz.head_effects import make_ablation
 from attention_viz.names import ENCODER_SELF
 
 from .texts import text_of_tokens
-from .timing import interleaved, median, ratio
+from .timing import in_passes, median, ratio
 
 LIMIT = 1.2
 
@@ -45,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     contenders = {"plain forward": lambda: backend.forward(text)}
     for name, ablation in ablations.items():
         contenders[name] = lambda ablation=ablation: backend.forward(text, ablation=ablation)
-    times = interleaved(contenders, reps=args.reps)
-    print(f"minilm, {args.tokens} tokens, patterns captured, {args.threads} thread(s), {args.reps} interleaved repetitions")
+    times = in_passes(contenders, reps=args.reps)
+    print(f"minilm, {args.tokens} tokens, patterns captured, {args.threads} thread(s), {args.reps} calls each, in passes of its own")
     print(f"{'contender':<22}{'median ms':>11}{'ratio to plain':>16}")
     worst = 0.0
     for name, values in times.items():

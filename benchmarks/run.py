@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.run                                   # the table on stdout
     .venv/bin/python -m benchmarks.run --markdown benchmarks/RESULTS.md  # ... and into a file
+    .venv/bin/python -m benchmarks.run --performance docs/performance.md # ... and the docs page
     .venv/bin/python -m benchmarks.run --json                            # machine-readable only
     .venv/bin/python -m benchmarks.run --quick --skip browser            # a fast look
 
@@ -33,6 +34,7 @@ apply_process_settings()  # the server's settings, before torch loads: the bench
 from attention_viz.backends.registry import load_backend  # noqa: E402
 
 from . import capture, memory, pages  # noqa: E402
+from .performance_doc import document  # noqa: E402
 from .timing import median  # noqa: E402
 
 MB = 1_000_000  # floors are in decimal megabytes
@@ -86,7 +88,7 @@ def floors(report: dict) -> list[dict]:
         checks.append({"what": what, "value": value, "limit": limit, "unit": unit, "ok": value <= limit})
 
     for row in report.get("capture", []):
-        case = f"capture, {row['tokens']} tokens, {row['memory']} memory"
+        case = f"capture, {row['tokens']} tokens, memory {row['memory']}"
         check(f"{case}: ours / transformers eager", row["ours_over_eager"], 1.0, "×")
         if row["tokens"] == 512:
             check(f"{case}: ours / transformers SDPA", row["ours_over_sdpa"], 1.10, "×")  # issue 16
@@ -119,8 +121,8 @@ def markdown(report: dict, command: str) -> str:
         f"({meta['torch_threads']} threads), load average {meta['load_average_start']:.1f} at the start and "
         f"{meta['load_average_end']:.1f} at the end; "
         + ", ".join(f"{name}={value}" for name, value in meta["environment"].items()) + ".",
-        "Times are medians; ratios are medians of per-repetition ratios, the contenders interleaved "
-        "(order rotated) in one process.",
+        "Times are medians; ratios are ratios of medians. Each contender runs in passes of its own "
+        "(alternating over two rounds) in one process, with nothing of ours alive while a baseline runs.",
         "",
     ]
     if "capture" in report:
@@ -135,10 +137,11 @@ def markdown(report: dict, command: str) -> str:
             "patterns: the blocks of the previous result, kept by attention_viz/buffers.py); "
             "*fresh* = freed memory goes back to the kernel between calls (ours keeps no block), so the "
             "512² × 12 × 6 patterns (75 MB) land in new pages the kernel must map and zero — what a new "
-            "sentence cost in the app before `buffers.keep_ready`; *mapped ahead* = what a new sentence costs in the "
-            "app now: each result of ours kept alive (as the app's cache keeps them), and the next call's blocks "
-            "mapped between calls by `keep_ready` (in the app while the page is read; here untimed), the others "
-            "as in *fresh*. Page faults = minor faults per call (median).",
+            "sentence cost in the app before `buffers.keep_ready`; *ours: results kept + mapped ahead* = what a new "
+            "sentence costs in the app now, ours alone in that state: each result kept alive (as the app's cache "
+            "keeps them) and the next call's blocks mapped between calls by `keep_ready` (untimed); its SDPA and "
+            "eager columns are the *fresh* row's, measured in the standard state. Page faults = minor faults per "
+            "call (median).",
             "",
             "| tokens | memory | ours | SDPA (floor) | eager + weights | ours / SDPA | ours / eager | eager / SDPA "
             "| page faults ours / eager | tokenize | reps |",
@@ -214,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="attention-viz performance, measured side by side")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of the table")
     parser.add_argument("--markdown", metavar="PATH", help="also write the table to PATH (e.g. benchmarks/RESULTS.md)")
+    parser.add_argument("--performance", metavar="PATH", help="also write the docs page to PATH (docs/performance.md)")
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--skip", nargs="*", default=[], choices=["capture", "pages", "payload", "memory", "browser"])
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's own, as the app)")
@@ -253,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     table = markdown(report, command.strip())
     if args.markdown:
         Path(args.markdown).write_text(table)
+    if args.performance:
+        Path(args.performance).write_text(document(table))
     print(json.dumps(report, indent=2) if args.json else table)
     missed = [c for c in report["floors"] if not c["ok"]]
     return 1 if args.check and missed else 0
