@@ -33,9 +33,9 @@ def shows_the_seeded_scene(page, link: str) -> None:
     caption = load_backend("show-attend-tell").caption_scene(SEED)
     expected = " ".join(caption.words)
     page.goto(link)
-    page.wait_for_function(
-        "t => [...document.querySelectorAll('[data-testid=stText]')].some(e => e.textContent.trim() === t)",
-        arg=expected, timeout=120_000,
+    page.wait_for_function(  # the model's caption, under the scene's true description
+        "t => [...document.querySelectorAll('[data-testid=stMarkdownContainer]')].some(e => e.textContent.trim() === t)",
+        arg=f"The model's caption: {expected}", timeout=120_000,
     )
     page.wait_for_function(f"() => document.querySelectorAll('{OVERLAY}').length >= 1 + {len(caption.words)}",
                            timeout=60_000)  # the word's map, then one per word in the strip

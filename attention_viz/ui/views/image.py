@@ -1,6 +1,8 @@
 """Image attention: Show, Attend and Tell live. A generated scene (seeded; the seed is in the link)
 or an uploaded PNG/JPEG is captioned word by word, and every word comes with the map of where the
-model looked, over the image (smooth, or the raw grid of regions) and as the paper's strip.
+model looked, over the image (smooth, or the raw grid of regions) and as the paper's strip. A
+scene's true description stands above the model's caption, the words that differ marked; an upload
+is said to be outside what the model learned.
 
 Or a Vision Transformer from a local ``hf:`` folder: per layer and head the [CLS] row over the
 patches on the same image, every head of a layer side by side, and rollout over the layers."""
@@ -12,7 +14,7 @@ import random
 import numpy as np
 import streamlit as st
 
-from ...analysis.localization import mass_in_box, uniform_share
+from ...analysis.localization import compare_captions, mass_in_box, uniform_share
 from ...analysis.patches import PatchAttention, patch_attention
 from ...caption import CaptionResult
 from ...errors import ModelError
@@ -35,6 +37,9 @@ CAPTIONER, VIT = "captioner", "vit"
 MODES = {CAPTIONER: "Show, Attend and Tell (our captioner)", VIT: "Vision Transformer (an hf: folder)"}
 HF_PREFIX = "hf:"
 SCENE, UPLOAD = "scene", "upload"
+OUTSIDE = ("An uploaded picture is outside what this model learned: it knows only the twelve objects of its "
+           "grammar (four colours × three shapes) on a dark, noisy background, so on anything else its caption "
+           "and maps are not a description of the picture.")
 SOURCES = {SCENE: "Generated scene", UPLOAD: "Upload an image"}
 MAX_CACHED = 64
 STRIP_PIXELS = 128  # each map of a strip is drawn about this wide
@@ -123,13 +128,12 @@ def _captioner() -> dict:
             seed = _scene_seed()
             result = caption_scene(seed)
         else:
-            st.caption(f"PNG or JPEG up to {MAX_BYTES // 1_000_000} MB; it is fitted into the model's 64×64 "
-                       "input. The model knows only its twelve shapes: on a photo it still writes a scene "
-                       "caption, and the maps show where it looked while doing so.")
+            st.caption(f"PNG or JPEG up to {MAX_BYTES // 1_000_000} MB; it is fitted into the model's 64×64 input.")
             upload = st.file_uploader("Image file", type=["png", "jpg", "jpeg"], key="image_upload")
             if upload is None:
                 return {}
             result = caption_upload(upload.getvalue())
+            st.warning(OUTSIDE)
     except ModelError as problem:
         st.error(str(problem))  # our own words and numbers only (see caption_upload)
         return {"seed": seed}
@@ -141,8 +145,11 @@ def _show(result: CaptionResult) -> None:
     if not result.words:
         st.info("The model wrote no words for this image.")
         return
-    st.markdown("**Caption:**")
-    st.text(" ".join(result.words))
+    if result.seed is None:
+        st.markdown("**Caption:**")
+        st.text(" ".join(result.words))
+    else:
+        _against_the_truth(result)
     if not result.meta.get("finished", True):
         st.caption("The caption reached the model's length limit without an end token.")
 
@@ -175,6 +182,25 @@ def _show(result: CaptionResult) -> None:
         figure_downloads(figure, "image_word_map")
         st.download_button("Caption and maps (.npz)", data=result.to_npz_bytes, file_name="caption.npz",
                            mime="application/octet-stream", key="image_npz", on_click="ignore")
+
+
+def _marked(words: tuple[tuple[str, bool], ...]) -> str:
+    """Markdown of a caption whose differing words are red and bold; every word goes through
+    ``literal`` (the vocabulary is ours, but a word like ``<unk>`` must still show as text)."""
+    return " ".join(f":red[**{plain.literal(w)}**]" if differs else plain.literal(w) for w, differs in words)
+
+
+def _against_the_truth(result: CaptionResult) -> None:
+    """A generated scene's true description (the grammar's, known by construction) above the
+    model's caption, the words that differ marked in both."""
+    comparison = compare_captions(generate(result.seed).caption, result.words)
+    st.markdown(f"**The scene (true description):** {_marked(comparison.truth)}")
+    st.markdown(f"**The model's caption:** {_marked(comparison.model)}")
+    if comparison.exact:
+        st.caption("The model's caption is exactly the scene's description.")
+    else:
+        st.caption("The model's caption differs from the scene's description: the words in red are the ones "
+                   "that differ (a true word it left out or replaced, a word of its own that is wrong).")
 
 
 def _localization(result: CaptionResult, t: int) -> None:
