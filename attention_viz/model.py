@@ -68,6 +68,7 @@ class TransformerConfig:
     out_bias: bool = True  # bias of W_O
     ffn_bias: bool = True
     generator_bias: bool = True  # untied output projection only (a tied one never has a bias)
+    generator: bool = True  # False: a checkpoint saved without its LM head (LlamaModel …): no logits
     sliding_window: int | None = None  # decoder self-attention sees only the last W positions (Mistral)
     full_attention_layers: tuple[int, ...] = ()  # decoder layers exempt from the window (Qwen2)
     parallel_residual: bool = False  # GPT-NeoX: x + Attn(LN₁(x)) + FFN(LN₂(x)), both from the same x
@@ -384,12 +385,12 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(config, cross) for _ in range(config.decoder_layers))
         self.norm = final_norm(config)
         bias = config.generator_bias and not config.tie_embeddings
-        self.generator = nn.Linear(config.d_model, config.decoder_vocab_size, bias=bias)
+        self.generator = nn.Linear(config.d_model, config.decoder_vocab_size, bias=bias) if config.generator else None
         # each layer's self-attention window (None = the whole causal past)
         self.windows = [
             None if i in config.full_attention_layers else config.sliding_window for i in range(len(self.layers))
         ]
-        if config.tie_embeddings:
+        if config.tie_embeddings and self.generator is not None:
             self.generator.weight = self.embed.tokens.weight
 
     def forward(
@@ -485,8 +486,8 @@ class Transformer(nn.Module):
         return self.decode(tgt, memory, src_padding, tgt_padding, use_positions)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        if self.decoder is None:
-            raise ValueError("an encoder-only model has no output vocabulary")
+        if self.decoder is None or self.decoder.generator is None:
+            raise ValueError("this model has no output vocabulary (an encoder, or a checkpoint without its LM head)")
         return self.decoder.generator(hidden)
 
     @torch.no_grad()

@@ -11,6 +11,7 @@ import torch
 
 from ..errors import ModelError
 from ..model import Transformer, TransformerConfig
+from .matching import check_names, check_shapes
 
 # Checkpoint tensors we know and deliberately leave out: the pooler and pre-training heads serve
 # sentence-level tasks, not attention; position_ids is a constant buffer.
@@ -77,30 +78,17 @@ def bert_key_map(n_layers: int) -> dict[str, str]:
 
 
 def load_bert_state(model: Transformer, tensors: dict[str, torch.Tensor]) -> None:
-    """Copy a BERT checkpoint into ``model``; raise naming every missing or unexpected tensor."""
+    """Copy a BERT checkpoint into ``model``; raise naming the first missing, unexpected and mis-shaped tensors."""
     # BertFor* checkpoints prefix the encoder with "bert."
     tensors = {k.removeprefix("bert."): v for k, v in tensors.items()}
     mapping = bert_key_map(model.config.N)
     ours = model.state_dict()
     if set(mapping) != set(ours):  # our model and the map must agree, or the map is wrong
         raise AssertionError(f"key map out of date: {sorted(set(mapping) ^ set(ours))[:5]}")
-    missing = sorted(theirs for theirs in mapping.values() if theirs not in tensors)
-    expected = set(mapping.values())
-    unexpected = sorted(k for k in tensors if k not in expected and not k.startswith(IGNORED_PREFIXES))
-    if missing or unexpected:
-        raise ModelError(
-            "checkpoint does not match a BERT encoder: "
-            + (f"missing {', '.join(missing)}" if missing else "")
-            + ("; " if missing and unexpected else "")
-            + (f"unexpected {', '.join(unexpected)}" if unexpected else "")
-        )
-    state = {}
-    for name, theirs in mapping.items():
-        tensor = tensors[theirs]
-        if tensor.shape != ours[name].shape:
-            raise ModelError(f"{theirs} has shape {tuple(tensor.shape)}, expected {tuple(ours[name].shape)}")
-        state[name] = tensor.float()
-    model.load_state_dict(state, strict=True)
+    ignored = {k for k in tensors if k.startswith(IGNORED_PREFIXES)}
+    check_names("BERT", set(tensors), set(mapping.values()), ignored, model.config.N)
+    check_shapes("BERT", tensors, {theirs: ours[name].shape for name, theirs in mapping.items()})
+    model.load_state_dict({name: tensors[theirs].float() for name, theirs in mapping.items()}, strict=True)
 
 
 def build_bert(hf_config: dict, tensors: dict[str, torch.Tensor]) -> Transformer:

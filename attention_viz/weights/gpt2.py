@@ -26,17 +26,13 @@ import torch
 
 from ..errors import ModelError
 from ..model import Transformer, TransformerConfig
+from .matching import check_names, check_shapes
 from .safetensors_io import read_config, read_safetensors
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 REQUIRED = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")
 # Causal-mask buffers old checkpoints saved alongside the weights; our mask is computed, not stored.
 MASK_BUFFER = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
-LAYER_PARAMS = (
-    "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
-    "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
-    "mlp.c_proj.weight", "mlp.c_proj.bias",
-)  # fmt: skip
 
 
 def gpt2_config(hf_config: dict) -> TransformerConfig:
@@ -92,25 +88,26 @@ def load_gpt2_state(model: Transformer, tensors: dict[str, torch.Tensor]) -> Non
     """Copy a GPT-2 checkpoint into ``model`` (built from :func:`gpt2_config`), in place.
 
     Names may carry the ``transformer.`` prefix (``GPT2LMHeadModel``) or not (``GPT2Model``).
-    Raises ModelError naming every missing and unexpected tensor, or any shape mismatch.
+    Raises ModelError naming the first missing, unexpected and mis-shaped tensors.
     """
     if model.decoder is None or model.config.shape != "decoder-only":
         raise ModelError("GPT-2 weights need a decoder-only model")
-    d = model.config.d_model
+    d, d_ff = model.config.d_model, model.config.d_ff
     n_layers = len(model.decoder.layers)
     found = {name.removeprefix("transformer."): tensor for name, tensor in tensors.items()}
-    expected = {"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias"}
-    expected |= {f"h.{i}.{param}" for i in range(n_layers) for param in LAYER_PARAMS}
+    layer_shapes = {  # Conv1D layout: (in, out)
+        "ln_1.weight": (d,), "ln_1.bias": (d,), "attn.c_attn.weight": (d, 3 * d), "attn.c_attn.bias": (3 * d,),
+        "attn.c_proj.weight": (d, d), "attn.c_proj.bias": (d,), "ln_2.weight": (d,), "ln_2.bias": (d,),
+        "mlp.c_fc.weight": (d, d_ff), "mlp.c_fc.bias": (d_ff,), "mlp.c_proj.weight": (d_ff, d), "mlp.c_proj.bias": (d,),
+    }  # fmt: skip
+    shapes = {
+        "wte.weight": (model.config.vocab_size, d), "wpe.weight": (model.config.max_len, d),
+        "ln_f.weight": (d,), "ln_f.bias": (d,),
+    }  # fmt: skip
+    shapes |= {f"h.{i}.{param}": shape for i in range(n_layers) for param, shape in layer_shapes.items()}
     ignored = {name for name in found if MASK_BUFFER.match(name) or name == "lm_head.weight"}
-    missing = sorted(expected - found.keys())
-    unexpected = sorted(found.keys() - expected - ignored)
-    if missing or unexpected:
-        problems = []
-        if missing:
-            problems.append(f"missing {', '.join(missing)}")
-        if unexpected:
-            problems.append(f"unexpected {', '.join(unexpected)}")
-        raise ModelError(f"GPT-2 checkpoint does not match a {n_layers}-layer model: " + "; ".join(problems))
+    check_names("GPT-2", set(found), set(shapes), ignored, n_layers)
+    check_shapes("GPT-2", found, shapes)
 
     state = {
         "decoder.embed.tokens.weight": found["wte.weight"],
@@ -122,11 +119,6 @@ def load_gpt2_state(model: Transformer, tensors: dict[str, torch.Tensor]) -> Non
     for i in range(n_layers):
         src, dst = f"h.{i}.", f"decoder.layers.{i}."
         c_attn_w, c_attn_b = found[src + "attn.c_attn.weight"], found[src + "attn.c_attn.bias"]
-        if c_attn_w.shape != (d, 3 * d) or c_attn_b.shape != (3 * d,):
-            raise ModelError(
-                f"{src}attn.c_attn has shape {tuple(c_attn_w.shape)}/{tuple(c_attn_b.shape)}, "
-                f"expected ({d}, {3 * d})/({3 * d},)"
-            )
         for proj, weight, bias in zip(("w_q", "w_k", "w_v"), c_attn_w.split(d, dim=1), c_attn_b.split(d)):
             state[f"{dst}self_attn.{proj}.weight"] = _linear(weight)
             state[f"{dst}self_attn.{proj}.bias"] = bias
@@ -140,10 +132,7 @@ def load_gpt2_state(model: Transformer, tensors: dict[str, torch.Tensor]) -> Non
         for sublayer, norm in ((0, "ln_1"), (1, "ln_2")):
             state[f"{dst}sublayers.{sublayer}.norm.weight"] = found[f"{src}{norm}.weight"]
             state[f"{dst}sublayers.{sublayer}.norm.bias"] = found[f"{src}{norm}.bias"]
-    try:
-        model.load_state_dict(state, strict=True)  # copies (and casts fp16/bf16 to our fp32)
-    except RuntimeError as error:  # shape mismatches: checkpoint and config.json disagree
-        raise ModelError(f"GPT-2 checkpoint does not fit its config: {error}") from error
+    model.load_state_dict(state, strict=True)  # copies (and casts fp16/bf16 to our fp32)
 
 
 def build_gpt2(hf_config: dict, tensors: dict[str, torch.Tensor]) -> Transformer:

@@ -12,6 +12,8 @@ attention (``n_kv_heads``), a SwiGLU feed-forward (``gated_ffn``, SiLU) and no b
 Checkpoint name → our module (``model.`` prefix optional):
 
 * ``embed_tokens`` → ``decoder.embed.tokens``; ``norm`` → ``decoder.norm``; ``lm_head`` → ``decoder.generator``
+  (none in a ``LlamaModel`` / ``MistralModel`` / ``Qwen2Model`` checkpoint, the way embedding models
+  ship: our model then has no generator, and views that need next-token logits say so)
 * ``layers.{i}.input_layernorm`` / ``post_attention_layernorm`` → ``decoder.layers.{i}.sublayers.0.norm`` / ``.1.norm``
 * ``layers.{i}.self_attn.{q,k,v,o}_proj`` → ``decoder.layers.{i}.self_attn.w_{q,k,v,o}``
 * ``layers.{i}.mlp.gate_proj`` / ``up_proj`` / ``down_proj`` → ``decoder.layers.{i}.feed_forward.w_1`` / ``v`` / ``w_2``
@@ -19,12 +21,14 @@ Checkpoint name → our module (``model.`` prefix optional):
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from ..errors import ModelError
 from ..model import Transformer, TransformerConfig
+from .matching import check_names, check_shapes, saved_head
 from .rotary_config import rotary_settings
 from .safetensors_io import read_config, read_safetensors
 
@@ -41,6 +45,8 @@ IGNORED_SUFFIX = ".rotary_emb.inv_freq"
 PROJECTIONS = {"q_proj": "w_q", "k_proj": "w_k", "v_proj": "w_v", "o_proj": "w_o"}
 FEED_FORWARD = {"gate_proj": "w_1", "up_proj": "v", "down_proj": "w_2"}
 NORMS = {"input_layernorm": 0, "post_attention_layernorm": 1}
+PREFIX = "model."  # LlamaForCausalLM's (…) names; LlamaModel saves the same tensors without it
+HEAD = "lm_head.weight"
 
 
 def llama_config(hf_config: dict) -> TransformerConfig:
@@ -112,25 +118,13 @@ def _sliding_window(model_type: str, hf_config: dict, get, n_layers: int) -> tup
     return window, tuple(i for i, kind in enumerate(layer_types) if kind == "full_attention")
 
 
-def check_names(family: str, found: set[str], expected: set[str], ignored: set[str], n_layers: int) -> None:
-    """ModelError naming every missing and unexpected tensor of a checkpoint."""
-    missing = sorted(expected - found)
-    unexpected = sorted(found - expected - ignored)
-    if missing or unexpected:
-        problems = [f"missing {', '.join(missing)}"] if missing else []
-        problems += [f"unexpected {', '.join(unexpected)}"] if unexpected else []
-        raise ModelError(f"{family} checkpoint does not match a {n_layers}-layer model: " + "; ".join(problems))
-
-
 def checkpoint_names(model: Transformer) -> dict[str, str]:
     """Our state-dict name → the checkpoint's (without the ``model.`` prefix), for every tensor."""
     config = model.config
-    names = {
-        "decoder.embed.tokens.weight": "embed_tokens.weight",
-        "decoder.norm.weight": "norm.weight",
+    names = {"decoder.embed.tokens.weight": "embed_tokens.weight", "decoder.norm.weight": "norm.weight"}
+    if model.decoder.generator is not None:
         # tied: the generator is the embedding Parameter itself, so it is filled from the embedding
-        "decoder.generator.weight": "embed_tokens.weight" if config.tie_embeddings else "lm_head.weight",
-    }
+        names["decoder.generator.weight"] = "embed_tokens.weight" if config.tie_embeddings else HEAD
     params = ("weight", "bias")
     for i in range(config.N):
         src, dst = f"layers.{i}.", f"decoder.layers.{i}."
@@ -147,31 +141,25 @@ def checkpoint_names(model: Transformer) -> dict[str, str]:
 def load_llama_state(model: Transformer, tensors: dict[str, torch.Tensor], family: str = "Llama") -> None:
     """Copy a Llama/Mistral/Qwen2 checkpoint into ``model`` (built from :func:`llama_config`), in place.
 
-    Raises ModelError naming every missing and unexpected tensor, or a shape mismatch.
+    Raises ModelError naming the first missing, unexpected and mis-shaped tensors.
     """
     if model.decoder is None or model.config.shape != "decoder-only":
         raise ModelError(f"{family} weights need a decoder-only model")
-    found = {name.removeprefix("model."): tensor for name, tensor in tensors.items()}
+    found = {name.removeprefix(PREFIX): tensor for name, tensor in tensors.items()}
     names = checkpoint_names(model)
-    tied_copy = {"lm_head.weight"} if model.config.tie_embeddings else set()
+    tied_copy = {HEAD} if model.config.tie_embeddings else set()
     ignored = {name for name in found if name.endswith(IGNORED_SUFFIX)} | tied_copy
     check_names(family, set(found), set(names.values()), ignored, model.config.N)
-    state = {mine: found[theirs] for mine, theirs in names.items()}
-    try:
-        model.load_state_dict(state, strict=True)  # copies, and casts bf16/fp16 to our fp32
-    except RuntimeError as error:  # shapes: the checkpoint and its config.json disagree
-        raise ModelError(f"{family} checkpoint does not fit its config: {size_mismatch(error)}") from error
-
-
-def size_mismatch(error: RuntimeError) -> str:
-    """The first "size mismatch" line of load_state_dict's message (one line for the user)."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return next((line for line in lines if "size mismatch" in line), lines[0] if lines else "shape mismatch")
+    ours = model.state_dict()
+    check_shapes(family, found, {theirs: ours[mine].shape for mine, theirs in names.items()})
+    model.load_state_dict({mine: found[theirs] for mine, theirs in names.items()}, strict=True)  # casts to fp32
 
 
 def build_llama(hf_config: dict, tensors: dict[str, torch.Tensor]) -> Transformer:
-    """Our model from a Llama-family ``config.json`` dict and its tensors, in eval mode."""
-    model = Transformer(llama_config(hf_config))
+    """Our model from a Llama-family ``config.json`` dict and its tensors, in eval mode; without a
+    generator when the checkpoint is a base model saved without its LM head (``LlamaModel`` …)."""
+    config = llama_config(hf_config)
+    model = Transformer(replace(config, generator=saved_head(tensors, HEAD, PREFIX, config.tie_embeddings)))
     load_llama_state(model, tensors, FAMILIES[hf_config["model_type"]])
     return model.eval()
 

@@ -9,6 +9,7 @@ and are split here.
 Checkpoint name → our module (``gpt_neox.`` prefix optional):
 
 * ``embed_in`` → ``decoder.embed.tokens``; ``final_layer_norm`` → ``decoder.norm``; ``embed_out`` → ``decoder.generator``
+  (none in a ``GPTNeoXModel`` checkpoint: our model then has no generator)
 * ``layers.{i}.input_layernorm`` / ``post_attention_layernorm`` → ``decoder.layers.{i}.sublayers.0.norm`` / ``.1.norm``
 * ``layers.{i}.attention.query_key_value`` → ``decoder.layers.{i}.self_attn.w_q``, ``w_k``, ``w_v``
 * ``layers.{i}.attention.dense`` → ``decoder.layers.{i}.self_attn.w_o``
@@ -18,13 +19,14 @@ Checkpoint name → our module (``gpt_neox.`` prefix optional):
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from ..errors import ModelError
 from ..model import Transformer, TransformerConfig
-from .llama import check_names, size_mismatch
+from .matching import check_names, check_shapes, saved_head
 from .rotary_config import rotary_settings
 from .safetensors_io import read_config, read_safetensors
 
@@ -39,6 +41,8 @@ LINEARS = {
     "mlp.dense_4h_to_h": "feed_forward.w_2",
 }
 NORMS = {"input_layernorm": 0, "post_attention_layernorm": 1}
+PREFIX = "gpt_neox."  # GPTNeoXForCausalLM's names; GPTNeoXModel saves the same tensors without it
+HEAD = "embed_out.weight"
 
 
 def neox_config(hf_config: dict) -> TransformerConfig:
@@ -81,46 +85,54 @@ def neox_config(hf_config: dict) -> TransformerConfig:
 def load_neox_state(model: Transformer, tensors: dict[str, torch.Tensor]) -> None:
     """Copy a GPT-NeoX checkpoint into ``model`` (built from :func:`neox_config`), in place.
 
-    Raises ModelError naming every missing and unexpected tensor, or a shape mismatch.
+    Raises ModelError naming the first missing, unexpected and mis-shaped tensors.
     """
     if model.decoder is None or model.config.shape != "decoder-only":
         raise ModelError("GPT-NeoX weights need a decoder-only model")
     config = model.config
-    found = {name.removeprefix("gpt_neox."): tensor for name, tensor in tensors.items()}
+    found = {name.removeprefix(PREFIX): tensor for name, tensor in tensors.items()}
     params = ("weight", "bias") if config.qkv_bias else ("weight",)
-    expected = {"embed_in.weight", "final_layer_norm.weight", "final_layer_norm.bias"}
-    expected |= set() if config.tie_embeddings else {"embed_out.weight"}
-    for i in range(config.N):
-        layer = f"layers.{i}."
-        expected |= {f"{layer}attention.query_key_value.{p}" for p in params}
-        expected |= {f"{layer}attention.dense.{p}" for p in params}
-        expected |= {f"{layer}mlp.{name}.{p}" for name in ("dense_h_to_4h", "dense_4h_to_h") for p in ("weight", "bias")}
-        expected |= {f"{layer}{norm}.{p}" for norm in NORMS for p in ("weight", "bias")}
+    sources = checkpoint_names(model)  # our name → the checkpoint's, qkv aside
+    qkv = {f"layers.{i}.attention.query_key_value.{p}" for i in range(config.N) for p in params}
     ignored = {name for name in found if IGNORED.match(name)}
-    ignored |= {"embed_out.weight"} if config.tie_embeddings else set()
-    check_names("GPT-NeoX", set(found), expected, ignored, config.N)
+    ignored |= {HEAD} if config.tie_embeddings else set()
+    check_names("GPT-NeoX", set(found), set(sources.values()) | qkv, ignored, config.N)
+    ours = model.state_dict()
+    expected = {theirs: ours[mine].shape for mine, theirs in sources.items()}
+    for i in range(config.N):  # the fused q, k, v rows of one layer: ours stacked
+        for p in params:
+            parts = [ours[f"decoder.layers.{i}.self_attn.{w}.{p}"].shape for w in ("w_q", "w_k", "w_v")]
+            expected[f"layers.{i}.attention.query_key_value.{p}"] = (sum(s[0] for s in parts), *parts[0][1:])
+    check_shapes("GPT-NeoX", found, expected)
 
-    state = {
-        "decoder.embed.tokens.weight": found["embed_in.weight"],
-        "decoder.generator.weight": found["embed_in.weight" if config.tie_embeddings else "embed_out.weight"],
-        "decoder.norm.weight": found["final_layer_norm.weight"],
-        "decoder.norm.bias": found["final_layer_norm.bias"],
+    state = {mine: found[theirs] for mine, theirs in sources.items()}
+    for i in range(config.N):
+        for p in params:
+            fused = found[f"layers.{i}.attention.query_key_value.{p}"]
+            for proj, part in zip(("w_q", "w_k", "w_v"), split_qkv(fused, config.h)):
+                state[f"decoder.layers.{i}.self_attn.{proj}.{p}"] = part
+    model.load_state_dict(state, strict=True)  # copies, and casts fp16/bf16 to our fp32
+
+
+def checkpoint_names(model: Transformer) -> dict[str, str]:
+    """Our state-dict name → the checkpoint's (without ``gpt_neox.``), for every tensor but q, k, v
+    (one fused tensor in the checkpoint, three in ours)."""
+    config = model.config
+    names = {
+        "decoder.embed.tokens.weight": "embed_in.weight",
+        "decoder.norm.weight": "final_layer_norm.weight",
+        "decoder.norm.bias": "final_layer_norm.bias",
     }
+    if model.decoder.generator is not None:
+        names["decoder.generator.weight"] = "embed_in.weight" if config.tie_embeddings else HEAD
     for i in range(config.N):
         src, dst = f"layers.{i}.", f"decoder.layers.{i}."
-        for p in params:
-            for proj, part in zip(("w_q", "w_k", "w_v"), split_qkv(found[f"{src}attention.query_key_value.{p}"], config.h)):
-                state[f"{dst}self_attn.{proj}.{p}"] = part
         for theirs, mine in LINEARS.items():
-            for p in params if theirs == "attention.dense" else ("weight", "bias"):
-                state[f"{dst}{mine}.{p}"] = found[f"{src}{theirs}.{p}"]
+            names.update({f"{dst}{mine}.{p}": f"{src}{theirs}.{p}" for p in ("weight", "bias")})
         for theirs, sublayer in NORMS.items():
-            for p in ("weight", "bias"):
-                state[f"{dst}sublayers.{sublayer}.norm.{p}"] = found[f"{src}{theirs}.{p}"]
-    try:
-        model.load_state_dict(state, strict=True)  # copies, and casts fp16/bf16 to our fp32
-    except RuntimeError as error:
-        raise ModelError(f"GPT-NeoX checkpoint does not fit its config: {size_mismatch(error)}") from error
+            names.update({f"{dst}sublayers.{sublayer}.norm.{p}": f"{src}{theirs}.{p}" for p in ("weight", "bias")})
+    ours = model.state_dict()
+    return {mine: theirs for mine, theirs in names.items() if mine in ours}  # W_O's bias only where configured
 
 
 def split_qkv(fused: torch.Tensor, h: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -133,8 +145,10 @@ def split_qkv(fused: torch.Tensor, h: int) -> tuple[torch.Tensor, torch.Tensor, 
 
 
 def build_neox(hf_config: dict, tensors: dict[str, torch.Tensor]) -> Transformer:
-    """Our model from a GPT-NeoX ``config.json`` dict and its tensors, in eval mode."""
-    model = Transformer(neox_config(hf_config))
+    """Our model from a GPT-NeoX ``config.json`` dict and its tensors, in eval mode; without a
+    generator when the checkpoint is a ``GPTNeoXModel`` saved without its LM head."""
+    config = neox_config(hf_config)
+    model = Transformer(replace(config, generator=saved_head(tensors, HEAD, PREFIX, config.tie_embeddings)))
     load_neox_state(model, tensors)
     return model.eval()
 
