@@ -1,4 +1,4 @@
-"""What an ``hf:`` name may load: the operator's model roots and the server's reach.
+"""What an ``hf:`` name may load (the operator's model roots and the server's reach), and where atlases live.
 
 Three situations, decided before the named path is touched:
 
@@ -12,12 +12,16 @@ Three situations, decided before the named path is touched:
 While restricted, hub ids load only when the operator allows downloads (ATTENTION_VIZ_ALLOW_DOWNLOAD=1),
 and every refusal is one message that names neither the requested path nor whether it exists, so a
 link cannot be used to probe the server's disk.
+
+Atlases live under one root (``ATTENTION_VIZ_ATLAS_ROOT``, by default the user's cache folder); a
+link names an atlas by a plain name, which :func:`atlas_folder` turns into a folder inside that root.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from pathlib import Path
 
 from .errors import ModelError
@@ -99,3 +103,55 @@ def _inside(path: Path, roots: list[Path]) -> Path | None:
     except OSError:  # e.g. a name too long for the file system: not a folder anyone can load
         return None
     return resolved if any(resolved.is_relative_to(root) for root in roots) else None
+
+
+# -- the atlas root -----------------------------------------------------------------------------
+# A link or a form names an atlas; only the operator's environment names a folder. Every atlas the app
+# reads, builds or removes lies inside this root, so a visitor can neither read nor write elsewhere.
+
+ATLAS_ROOT_ENV = "ATTENTION_VIZ_ATLAS_ROOT"
+# A plain folder name: starts with a letter or digit (so never ".", ".." or hidden), no separators.
+ATLAS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def atlas_root() -> Path:
+    """``ATTENTION_VIZ_ATLAS_ROOT``, else the user's cache folder (``$XDG_CACHE_HOME`` or ``~/.cache``)
+    ``/attention-viz/atlas``; symlinks resolved, so "inside" is decided on real paths."""
+    raw = os.environ.get(ATLAS_ROOT_ENV, "").strip()
+    if raw:
+        root = Path(raw).expanduser()
+    else:
+        cache = os.environ.get("XDG_CACHE_HOME", "").strip()
+        root = (Path(cache) if cache else Path.home() / ".cache") / "attention-viz" / "atlas"
+    return Path(os.path.realpath(root))
+
+
+def atlas_folder(name: str) -> Path:
+    """The folder of the atlas called ``name`` inside the atlas root, or ModelError: a name is one
+    plain folder name (letters, digits, ``-_.``, no ``..``), and a folder whose real path leads out
+    of the root (a symlink) is refused."""
+    if not isinstance(name, str) or not ATLAS_NAME.fullmatch(name) or ".." in name:
+        raise ModelError("an atlas is named by a plain name (letters, digits, - _ and ., at most 100, "
+                         "no / and no ..), not by a path")
+    root = atlas_root()
+    folder = _inside(root / name, [root])
+    if folder is None or folder == root:
+        raise ModelError(f"the atlas {name} leads outside this server's atlas folder ({ATLAS_ROOT_ENV}): it is not opened")
+    return folder
+
+
+def atlas_name(model: str, corpus: str) -> str:
+    """A valid atlas name for ``model`` over ``corpus`` (e.g. ``minilm-probes``): every character a
+    name may not hold becomes ``_``; a long ``hf:`` path keeps its end (the model's own folder)."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{model}-{corpus}").replace("..", "_")
+    name = name[-100:].lstrip("_.-")
+    return name or "atlas"
+
+
+def atlas_names() -> list[str]:
+    """The atlases in the root (folders holding a manifest), by name: what a visitor may open."""
+    root = atlas_root()
+    if not root.is_dir():
+        return []
+    return sorted(entry.name for entry in root.iterdir()
+                  if ATLAS_NAME.fullmatch(entry.name) and ".." not in entry.name and (entry / "manifest.json").is_file())

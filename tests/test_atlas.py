@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from attention_viz.access import ATLAS_ROOT_ENV
 from attention_viz.atlas import layout
 from attention_viz.atlas.neighbors import Neighbors
 from attention_viz.atlas.pipeline import build_atlas
@@ -210,7 +211,7 @@ def test_killed_build_resumes_to_the_same_atlas(ray_address, reference, tmp_path
     assert rows[0].equals(rows[1])
 
 
-def _page(folder: str) -> None:
+def _page(name: str) -> None:
     import streamlit as st
 
     from attention_viz.ui import cache
@@ -218,15 +219,16 @@ def _page(folder: str) -> None:
     from attention_viz.ui.views import atlas
 
     seed_from_url()  # as app.py does before any page
-    if "atlas_dir" not in st.session_state:
-        st.session_state["atlas_dir"] = folder
+    if "atlas_atlas" not in st.session_state:
+        st.session_state["atlas_atlas"] = name
     atlas.render(cache.run("minilm", "The animal didn't cross the street because it was too tired."))
 
 
-def test_atlas_page(reference, tmp_path):
+def test_atlas_page(reference, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_function(_page, args=(str(reference),), default_timeout=180).run()
+    monkeypatch.setenv(ATLAS_ROOT_ENV, str(reference.parent))  # the page names atlases inside the root
+    at = AppTest.from_function(_page, args=(reference.name,), default_timeout=180).run()
     assert not at.exception, at.exception
     specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
     kinds = [trace["type"] for spec in specs for trace in spec["data"]]
@@ -248,5 +250,5 @@ def test_atlas_page(reference, tmp_path):
     assert (outline["x0"] + 0.5, outline["y0"] + 0.5) == (5, 3)  # the chosen head outlined
     assert any("layer 3, head 5" in h.value for h in at.subheader)
     # no atlas yet: the page offers to build one and shows no traceback
-    empty = AppTest.from_function(_page, args=(str(tmp_path / "none"),), default_timeout=60).run()
+    empty = AppTest.from_function(_page, args=("none",), default_timeout=60).run()
     assert not empty.exception and [b.label for b in empty.button] == ["Build the probes atlas of minilm"]

@@ -20,7 +20,8 @@ def add_parser(commands) -> None:
     build = actions.add_parser("build", help="run a model over a corpus and write the atlas directory")
     build.add_argument("--model", default=DEFAULT_MODEL, help="model name (see `models`) or hf:<id or folder>")
     build.add_argument("--corpus", required=True,
-                       help="a .txt, .jsonl, .csv or .parquet file, or probes[:N[:SEED]] (built-in, with gold relations)")
+                       help="a .txt, .jsonl, .csv or .parquet file, a folder of .txt/.jsonl files (read in name order), "
+                            "or probes[:N[:SEED]] (built-in, with gold relations)")
     build.add_argument("--out", required=True, help="the atlas directory")
     build.add_argument("--column", default="text", help="the text field of a .jsonl/.csv/.parquet corpus")
     build.add_argument("--address", help="a Ray cluster to join (default: RAY_ADDRESS, else Ray on this machine)")
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     atlas = Atlas.open(args.dir)
     summary = atlas.summary()
-    document = {key: summary[key] for key in ("sentences", "skipped", "stats", "relations") if key in summary}
+    document = {key: summary[key] for key in ("sentences", "skipped", "truncated", "stats", "relations") if key in summary}
     if args.json:
         print(json.dumps(document, ensure_ascii=False))
     else:
@@ -67,9 +68,13 @@ def describe(atlas: Atlas, document: dict) -> str:
     """A few lines for a person: counts, each statistic's range, the best head per relation."""
     import numpy as np
 
+    from .store import truncation_note
+
     state = "" if atlas.complete else " (incomplete: finish it with `atlas build --resume`)"
     lines = [f"{atlas.manifest['model']} on {atlas.manifest['corpus']['source']}{state}: "
              f"{document['sentences']} sentences, {len(document['skipped'])} skipped"]
+    if document["truncated"]:
+        lines.append(f"  {truncation_note(document['truncated'])}")
     for name, grid in document["stats"].items():
         values = np.asarray(grid)
         layer, head = np.unravel_index(int(values.argmax()), values.shape)

@@ -88,9 +88,12 @@ def joint_embedding(folder: str | Path, layer: int, head: int, method: str = "pc
         xy = np.load(path)["xy"]
     else:
         q, k = (vectors(sample, f"{kind}_{layer}") for kind in ("q", "k"))
-        d_k = q.shape[1] // int(layout.read_manifest(folder)["heads"])
-        columns = slice(head * d_k, (head + 1) * d_k)  # a token's heads sit side by side
-        q, k = align_queries_and_keys(q[:, columns], k[:, columns])
+        manifest = layout.read_manifest(folder)
+        heads = int(manifest["heads"])
+        d_k = q.shape[1] // heads
+        # a token's heads sit side by side; query head h reads KV head h // (heads / kv_heads) (grouped-query)
+        kv_head = head // (heads // (k.shape[1] // d_k))
+        q, k = align_queries_and_keys(q[:, head * d_k:(head + 1) * d_k], k[:, kv_head * d_k:(kv_head + 1) * d_k])
         xy = project(np.concatenate([q, k]), method).astype(np.float32)
         path.parent.mkdir(exist_ok=True)
         temporary = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp.npz")

@@ -18,15 +18,17 @@ from .store import SUMMARY, Atlas
 
 
 def dimensions(out: Path) -> dict:
-    """layers, heads, d_k (0 without q/k) and d_model (0 without layer outputs), from the shard schema."""
+    """layers, heads, kv_heads and d_k (0 without q/k), d_model (0 without layer outputs), from the
+    shard schema: queries are ``heads · d_k`` wide, keys ``kv_heads · d_k``."""
     for path in layout.shard_files(out):
         table = pq.read_table(path, columns=["layers", "heads"])
         if table.num_rows:
             schema = pq.read_schema(path)
-            d_k = schema.field("q_0").type.value_type.list_size // int(table["heads"][0].as_py()) \
-                if "q_0" in schema.names else 0
+            heads = int(table["heads"][0].as_py())
+            d_k = schema.field("q_0").type.value_type.list_size // heads if "q_0" in schema.names else 0
+            kv_heads = schema.field("k_0").type.value_type.list_size // d_k if d_k else 0
             d_model = schema.field("h_0").type.value_type.list_size if "h_0" in schema.names else 0
-            return {"layers": int(table["layers"][0].as_py()), "heads": int(table["heads"][0].as_py()),
+            return {"layers": int(table["layers"][0].as_py()), "heads": heads, "kv_heads": kv_heads,
                     "d_k": d_k, "d_model": d_model}
     raise ModelError(f"{out} has no shards: the build wrote nothing")
 
@@ -80,8 +82,8 @@ def finish(out: Path, manifest: dict) -> dict:
     dims = dimensions(out)
     manifest.update(dims)
     layout.write_manifest(out, manifest)
-    for stale in (out / layout.SAMPLE, out / SUMMARY):
-        stale.unlink(missing_ok=True)
+    for stale in (layout.SAMPLE, SUMMARY):
+        layout.remove(out, stale)
     sample = write_sample(out, chosen_lines(out, manifest["sample_tokens"]))
     if sample and dims["d_model"]:
         build_indexes(out, dims["layers"])

@@ -1,5 +1,6 @@
 """Atlas builds started from the app: a separate ``atlas build`` process (Ray never starts inside
-the web server), its progress read from the shards it has written."""
+the web server), its progress read from the shards it has written, its error output kept in the
+atlas folder (``build.log``), never beside it."""
 
 from __future__ import annotations
 
@@ -45,8 +46,8 @@ class BuildJobs:
             if job is not None and job[0].poll() is None:
                 return
             resume = ["--resume"] if layout.read_manifest(out) is not None else []
-            out.parent.mkdir(parents=True, exist_ok=True)
-            log = out.parent / f"{out.name}.log"
+            layout.claim(out)  # the log goes inside, so the folder must be one a build may write in
+            log = out / layout.LOG
             command = [sys.executable, "-m", "attention_viz", "atlas", "build", "--model", model, "--corpus", corpus,
                        "--out", str(out), "--no-progress", *resume]
             with open(log, "w", encoding="utf-8") as stderr:

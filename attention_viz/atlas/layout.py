@@ -1,6 +1,8 @@
 """Where things live in an atlas directory, and the JSON manifest.
 
 ```
+DIR/.attention-viz-atlas   the marker: `atlas build` made this folder (it removes or rewrites nothing in a folder without it)
+DIR/build.log              a build started from the app: its error output
 DIR/manifest.json          model, corpus hash, counts, dimensions, schema version, complete?
 DIR/pending/part-*.parquet  the corpus rows still to run (a build's input; removed when it completes)
 DIR/shards/*.parquet        one row per corpus record, written by the Ray workers (see pipeline.SCHEMA)
@@ -14,9 +16,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+from ..errors import ModelError
+
+SCHEMA_VERSION = 2  # 2: keys per KV head (grouped-query models), tokens dropped per line
+MARKER = ".attention-viz-atlas"
+LOG = "build.log"
 MANIFEST = "manifest.json"
 PENDING = "pending"
 SHARDS = "shards"
@@ -30,10 +37,32 @@ JS_SENTENCES = 1000  # sentences whose head-to-head JS divergences are averaged 
 
 
 def read_manifest(out: Path) -> dict | None:
+    """The manifest, None when there is none, ModelError when the file is not a JSON object."""
     path = Path(out) / MANIFEST
     if not path.is_file():
         return None
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        manifest = None
+    if not isinstance(manifest, dict):
+        raise ModelError(f"{out} is not an atlas: its {MANIFEST} is not an atlas manifest (not a JSON object)")
+    return manifest
+
+
+def claim(out: Path) -> None:
+    """Make ``out`` a folder a build may write in: a new or empty folder gets the marker; a folder
+    with the marker is ours already; anything else (someone's files) is refused, untouched."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ModelError(f"{out} is a file, not a folder: choose a new folder for the atlas")
+    if (out / MARKER).is_file():
+        return
+    if out.is_dir() and any(out.iterdir()):
+        raise ModelError(f"{out} is not empty and was not made by `atlas build`: choose a new or empty folder")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("made by attention-viz atlas build: it may remove pending/, shards/ and the rest here\n",
+                              encoding="utf-8")
 
 
 def write_manifest(out: Path, manifest: dict) -> None:
@@ -47,3 +76,18 @@ def write_manifest(out: Path, manifest: dict) -> None:
 def shard_files(out: Path) -> list[Path]:
     folder = Path(out) / SHARDS
     return sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+
+
+def remove(out: Path, name: str) -> None:
+    """Remove ``out/name`` (a file or a folder of ours: pending/, a stale sample), only where the
+    marker says a build made ``out``."""
+    out = Path(out)
+    target = out / name
+    if not target.exists() and not target.is_symlink():
+        return
+    if not (out / MARKER).is_file():
+        raise ModelError(f"{out} was not made by `atlas build`: nothing in it is removed; choose a new or empty folder")
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target)
+    else:
+        target.unlink()

@@ -17,6 +17,7 @@ number (a hash) and the corpus size, so a resumed atlas equals an uninterrupted 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -113,7 +114,7 @@ def plan(source: Source, out: Path, done: np.ndarray, sample_tokens: int, js_sen
          progress: bool) -> Plan:
     """Write ``pending/`` and decide the sampling thresholds from the corpus size."""
     folder = out / layout.PENDING
-    shutil.rmtree(folder, ignore_errors=True)
+    layout.remove(out, layout.PENDING)  # a killed build's leftovers; refused in a folder we did not make
     folder.mkdir(parents=True)
     records = source.records()
     if progress:
@@ -185,9 +186,47 @@ def run_ray(model: str, out: Path, plan_: Plan, workers: int | None, worker_cpus
     )
     try:
         shards.write_parquet(str(out / layout.SHARDS), min_rows_per_file=rows_per_file)
-    except ray.exceptions.RayError as error:  # e.g. a worker could not load the model: one line, resumable
-        cause = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
-        raise ModelError(f"the Ray pass failed ({cause}); fix it and run again with --resume") from None
+    except ray.exceptions.RayError as error:
+        raise ModelError(worker_failure(error)) from None
+
+
+def worker_failure(error: BaseException) -> str:
+    """One line naming what went wrong inside a worker, in the worker's own words. Ray wraps the
+    worker's exception (a RayTaskError around Ray Data's UserCodeException around it, or an
+    ActorDiedError that keeps only the text of a constructor's traceback), each layer with its own
+    traceback and advice; the exception the worker raised is the cause the user can act on."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and not any(current is seen for seen in chain):
+        chain.append(current)
+        inner = getattr(current, "cause", None)  # RayTaskError.cause; else `raise ... from`
+        current = inner if isinstance(inner, BaseException) else current.__cause__
+    original = next((e for e in reversed(chain) if not type(e).__module__.startswith("ray.")), None)
+    if original is not None:
+        name, text = type(original).__name__, str(original)
+    else:
+        name, text = _last_raised("\n".join(str(e) for e in chain))
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if name is None:  # nothing raised inside: a worker died (killed, out of memory)
+        return (f"a Ray worker stopped ({lines[0] if lines else type(error).__name__}); the shards written so far "
+                "are kept: run again with --resume")
+    message = lines[0] if lines else ""
+    if name == ModelError.__name__:
+        return f"a Ray worker failed: {message}"
+    return f"a Ray worker failed: {name}: {message}" if message else f"a Ray worker failed: {name}"
+
+
+RAISED = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit)): (.*)$")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _last_raised(text: str) -> tuple[str | None, str]:
+    """The last ``module.SomeError: message`` line of a traceback kept as text (the exception it ended in)."""
+    for line in reversed(ANSI.sub("", text).splitlines()):
+        found = RAISED.match(line.strip())
+        if found and not found.group(1).startswith("Ray"):
+            return found.group(1), found.group(2)
+    return None, text
 
 
 def _check_model(model: str) -> None:
@@ -232,10 +271,12 @@ def build_atlas(
     if previous is not None or layout.shard_files(out):
         if not resume:
             raise ModelError(f"{out} already holds an atlas: pass --resume to finish it, or choose another --out")
-        if previous is not None and (previous["model"], previous["corpus"]["sha256"]) != (model, digest):
-            raise ModelError(f"{out} holds an atlas of {previous['model']} on another corpus: it cannot be resumed with this one")
+        if previous is not None and previous.get("schema_version") != layout.SCHEMA_VERSION:
+            raise ModelError(f"{out} holds an atlas of an older version: build a new one in another folder")
+        if previous is not None and (previous.get("model"), previous.get("corpus", {}).get("sha256")) != (model, digest):
+            raise ModelError(f"{out} holds an atlas of {previous.get('model')} on another corpus: it cannot be resumed with this one")
     created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
+    layout.claim(out)  # before anything is written or removed: never in someone else's folder
     manifest = {
         "schema_version": layout.SCHEMA_VERSION, "model": model, "complete": False,
         "corpus": {"source": corpus, "column": column, "sha256": digest, "probes": source.is_probes},
@@ -260,5 +301,5 @@ def build_atlas(
                 import ray
 
                 ray.shutdown()
-    shutil.rmtree(out / layout.PENDING, ignore_errors=True)
+    layout.remove(out, layout.PENDING)
     return finish(out, manifest)

@@ -1,10 +1,12 @@
 """Corpus readers: a source spec → records ``(line, text, reason, relations)``, streamed.
 
 Supported: ``.txt`` (one sentence a line), ``.jsonl`` (a string field, ``text`` by default),
-``.csv`` (a named column, ``text`` by default), ``.parquet`` (a string column), and ``probes`` /
-``probes:N`` / ``probes:N:SEED`` (the built-in template corpus with gold relations).
+``.csv`` (a named column, ``text`` by default), ``.parquet`` (a string column), a folder of
+``.txt``/``.jsonl`` files (read in name order, as if one file), and ``probes`` / ``probes:N`` /
+``probes:N:SEED`` (the built-in template corpus with gold relations).
 
-``line`` is the record's 1-based number in the source (for .txt and .jsonl the file's line number).
+``line`` is the record's 1-based number in the source (for .txt and .jsonl the file's line number;
+in a folder, the files' lines counted on from one file to the next).
 A record that cannot be read (bad JSON, missing field, empty text) carries a ``reason`` and is
 recorded as skipped by the build; a file that is not UTF-8, not found or not a supported format is
 a :class:`ModelError` (one line) before anything runs.
@@ -24,7 +26,9 @@ from ..errors import ModelError
 from . import probes
 
 FORMATS = (".txt", ".jsonl", ".csv", ".parquet")
+FOLDER_FORMATS = (".txt", ".jsonl")  # line-numbered files, so a folder's lines number on from file to file
 PROBES = "probes"
+ACCEPTED = "a .txt, .jsonl, .csv or .parquet file, a folder of .txt/.jsonl files, or probes"
 
 
 @dataclass(frozen=True)
@@ -59,14 +63,22 @@ class Source:
             raise ModelError(f"{self.spec!r}: use probes, probes:N or probes:N:SEED with N ≥ 1")
         return n, seed
 
+    def files(self) -> list[Path]:
+        """A folder's corpus files, in name order (the order their lines are numbered in)."""
+        return sorted((path for path in self.path.iterdir() if path.suffix.lower() in FOLDER_FORMATS and path.is_file()),
+                      key=lambda path: path.name)
+
     def check(self) -> None:
         """Refuse a source that cannot be read at all, before anything starts."""
         if self.is_probes:
             self.probe_size()
             return
+        if self.path.is_dir():
+            if not self.files():
+                raise ModelError(f"the folder {self.spec} holds no .txt or .jsonl files: a corpus is {ACCEPTED}")
+            return
         if self.path.suffix.lower() not in FORMATS:
-            raise ModelError(
-                f"unsupported corpus format {self.path.name!r}: use .txt, .jsonl, .csv, .parquet or probes")
+            raise ModelError(f"unsupported corpus format {self.path.name!r}: a corpus is {ACCEPTED}")
         if not self.path.is_file():
             raise ModelError(f"corpus not found: {self.spec}")
 
@@ -77,9 +89,12 @@ class Source:
             n, seed = self.probe_size()
             return hashlib.sha256(f"probes:{n}:{seed}:v{probes.VERSION}".encode()).hexdigest()
         digest = hashlib.sha256()
-        with open(self.path, "rb") as file:
-            for chunk in iter(lambda: file.read(1 << 20), b""):
-                digest.update(chunk)
+        for path in self.files() if self.path.is_dir() else [self.path]:
+            if self.path.is_dir():  # a file's name and size too: renaming or splitting a file changes the corpus
+                digest.update(f"{path.name}\0{path.stat().st_size}\0".encode())
+            with open(path, "rb") as file:
+                for chunk in iter(lambda: file.read(1 << 20), b""):
+                    digest.update(chunk)
         return digest.hexdigest()
 
     def records(self) -> Iterator[Record]:
@@ -88,8 +103,10 @@ class Source:
         if self.is_probes:
             yield from _probe_records(*self.probe_size())
             return
-        reader = {".txt": _txt, ".jsonl": _jsonl, ".csv": _csv, ".parquet": _parquet}[self.path.suffix.lower()]
-        yield from reader(self.path, self.column)
+        if self.path.is_dir():
+            yield from _folder_records(self.files(), self.column)
+            return
+        yield from READERS[self.path.suffix.lower()](self.path, self.column)
 
 
 def _probe_records(n: int, seed: int) -> Iterator[Record]:
@@ -174,3 +191,17 @@ def _parquet(path: Path, column: str) -> Iterator[Record]:
         for value in batch.column(0).to_pylist():
             number += 1
             yield Record(number, "", "empty value") if value is None else _record(number, value)
+
+
+READERS = {".txt": _txt, ".jsonl": _jsonl, ".csv": _csv, ".parquet": _parquet}
+
+
+def _folder_records(files: list[Path], column: str) -> Iterator[Record]:
+    """Each file's records, numbered on from the previous file's last line."""
+    offset = 0
+    for path in files:
+        last = 0
+        for record in READERS[path.suffix.lower()](path, column):
+            last = record.line
+            yield Record(offset + record.line, record.text, record.reason, record.relations)
+        offset += last

@@ -31,14 +31,27 @@ class Atlas:
     manifest: dict
 
     @classmethod
-    def open(cls, folder: str | Path) -> Atlas:
+    def open(cls, folder: str | Path, name: str | None = None) -> Atlas:
+        """The atlas in ``folder``, or one ModelError sentence for a folder that is not one (no
+        manifest, a manifest that is not JSON or lacks its fields, a finished atlas without shards).
+        ``name``: how messages call it (the page names atlases, never their server path)."""
         folder = Path(folder)
-        manifest = layout.read_manifest(folder)
+        called = name or str(folder)
+        try:
+            manifest = layout.read_manifest(folder)
+        except ModelError:
+            raise ModelError(f"{called} is not an atlas: its {layout.MANIFEST} is not a JSON object; rebuild it") from None
         if manifest is None:
-            raise ModelError(f"{folder} is not an atlas (no {layout.MANIFEST}): build one with `atlas build`")
+            raise ModelError(f"{called} is not an atlas (no {layout.MANIFEST}): build one with `atlas build`")
         if manifest.get("schema_version") != layout.SCHEMA_VERSION:
-            raise ModelError(f"{folder} was built with atlas schema {manifest.get('schema_version')}, "
+            raise ModelError(f"{called} was built with atlas schema {manifest.get('schema_version')}, "
                              f"this version reads {layout.SCHEMA_VERSION}: rebuild it")
+        missing = _missing_fields(manifest)
+        if missing:
+            raise ModelError(f"{called} is not an atlas this version can read: its {layout.MANIFEST} lacks "
+                             f"{', '.join(missing)}; rebuild it")
+        if manifest["complete"] and not layout.shard_files(folder):
+            raise ModelError(f"{called} has lost its shards ({layout.SHARDS}/ is missing or empty): rebuild it")
         return cls(folder, manifest)
 
     @property
@@ -57,7 +70,11 @@ class Atlas:
         """Each shard's rows (only ``columns``), a line read twice counted once."""
         seen: set[int] = set()
         for path in layout.shard_files(self.folder):
-            table = pq.read_table(path, columns=["line", *[c for c in columns if c != "line"]])
+            try:
+                table = pq.read_table(path, columns=["line", *[c for c in columns if c != "line"]])
+            except (pa.ArrowInvalid, OSError) as error:  # not Parquet, or not our columns
+                reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                raise ModelError(f"{self.folder}: the shard {path.name} cannot be read ({reason}); rebuild the atlas") from None
             lines = table.column("line").to_numpy()
             fresh = np.array([line not in seen for line in lines.tolist()], dtype=bool)
             seen.update(lines.tolist())
@@ -67,7 +84,10 @@ class Atlas:
         """The ``atlas show --json`` document (read from ``summary.json`` once the build completed)."""
         cached = self.folder / SUMMARY
         if self.complete and cached.is_file():
-            return json.loads(cached.read_text(encoding="utf-8"))
+            try:
+                return json.loads(cached.read_text(encoding="utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                raise ModelError(f"{self.folder}: its {SUMMARY} is not JSON; rebuild the atlas") from None
         return self.aggregate()
 
     def aggregate(self) -> dict:
@@ -77,12 +97,13 @@ class Atlas:
         A = L * H
         sentences = tokens = 0
         skipped: list[dict] = []
+        truncated: list[dict] = []  # lines longer than the model reads: how many tokens it did not
         sums = {name: np.zeros(A) for name in STATS}
         relation_total: dict[str, int] = defaultdict(int)
         relation_hits: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(A))
         relation_offsets: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
         js_sum, js_count = np.zeros(A * (A - 1) // 2), 0
-        columns = ["reason", "n_tokens", *STATS, "rel_names", "rel_from", "rel_to", "rel_pred", "js"]
+        columns = ["reason", "n_tokens", "tokens_dropped", *STATS, "rel_names", "rel_from", "rel_to", "rel_pred", "js"]
         for table in self._tables(columns):
             reasons = table.column("reason").to_pylist()
             lines = table.column("line").to_pylist()
@@ -90,6 +111,8 @@ class Atlas:
             kept = table.filter(pc.is_null(table.column("reason")))
             if not kept.num_rows:
                 continue
+            truncated += [{"line": line, "tokens_dropped": dropped} for line, dropped in
+                          zip(kept.column("line").to_pylist(), kept.column("tokens_dropped").to_pylist()) if dropped]
             n = kept.column("n_tokens").to_numpy().astype(np.float64)
             sentences += kept.num_rows
             tokens += int(n.sum())
@@ -109,6 +132,7 @@ class Atlas:
         document: dict = {
             "sentences": sentences,
             "skipped": sorted(skipped, key=lambda s: s["line"]),
+            "truncated": sorted(truncated, key=lambda t: t["line"]),
             "stats": {name: _grid(sums[name] / tokens, L, H) for name in STATS} if tokens else {},
         }
         if self.manifest["corpus"].get("probes"):
@@ -153,6 +177,28 @@ class Atlas:
         order = np.lexsort((lines, -values))[:k]
         rows = self.sentences(lines[order].tolist())
         return [{**rows[int(lines[i])], "value": float(values[i])} for i in order]
+
+
+def truncation_note(truncated: list[dict]) -> str:
+    """One sentence: how many lines were longer than the model reads, and by how much."""
+    dropped = [t["tokens_dropped"] for t in truncated]
+    lines = "1 line was" if len(dropped) == 1 else f"{len(dropped):,} lines were"
+    return (f"{lines} longer than the model reads: cut at its limit, {sum(dropped):,} tokens in all not read "
+            f"(at most {max(dropped):,} from one line, line {truncated[dropped.index(max(dropped))]['line']})")
+
+
+def _missing_fields(manifest: dict) -> list[str]:
+    """The manifest fields a reader relies on that are absent or of the wrong type."""
+    corpus = manifest.get("corpus")
+    wanted = {
+        "model": isinstance(manifest.get("model"), str),
+        "complete": isinstance(manifest.get("complete"), bool),
+        "corpus.source": isinstance(corpus, dict) and isinstance(corpus.get("source"), str),
+    }
+    if manifest.get("complete") is True:
+        wanted.update({name: isinstance(manifest.get(name), int) and manifest[name] > 0 for name in ("layers", "heads")})
+        wanted["counts"] = isinstance(manifest.get("counts"), dict)
+    return [name for name, ok in wanted.items() if not ok]
 
 
 def _relation(accuracy: np.ndarray, offsets: dict[int, int], total: int, L: int, H: int) -> dict:

@@ -5,8 +5,10 @@ loads once per worker); the plain single-process loop of the benchmark calls the
 lives in the installed package because Ray workers import it by name.
 
 A shard row (schema :func:`shard_schema`) is one corpus record: ``reason`` is null for a sentence
-that ran, and holds why otherwise (the statistics are then null). Per-head values are flattened
-``layer * heads + head``.
+that ran, and holds why otherwise (the statistics are then null); ``tokens_dropped`` counts the
+tokens past the model's limit that it did not read. Per-head values are flattened
+``layer * heads + head``. Keys are stored per KV head, as the model computes them: a grouped-query
+model (Llama, Qwen2, Mistral) has fewer key heads than query heads.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ from .stats import STATS, js_divergences, relation_predictions, sentence_stats, 
 PROBE_TEXT = "The atlas reads a sentence."  # a dry run at start-up gives the model's dimensions
 
 
-def shard_schema(layers: int, heads: int, d_k: int, d_model: int) -> pa.Schema:
-    """Columns of a shard; q/k (``d_k > 0``) and layer outputs (``d_model > 0``) only when the backend has them."""
+def shard_schema(layers: int, heads: int, kv_heads: int, d_k: int, d_model: int) -> pa.Schema:
+    """Columns of a shard; q/k (``d_k > 0``) and layer outputs (``d_model > 0``) only when the backend has them.
+    A token's queries are ``heads · d_k`` wide, its keys ``kv_heads · d_k``."""
     A = layers * heads
     per_head = pa.list_(pa.float32(), A)
     fields = [
         ("line", pa.int64()), ("text", pa.string()), ("reason", pa.string()), ("priority", pa.float64()),
         ("layers", pa.int16()), ("heads", pa.int16()), ("n_tokens", pa.int32()), ("n_words", pa.int32()),
+        ("tokens_dropped", pa.int32()),
         ("labels", pa.list_(pa.string())), ("kinds", pa.list_(pa.int8())), ("word_ids", pa.list_(pa.int32())),
         *[(name, per_head) for name in STATS],
         ("rel_names", pa.list_(pa.string())), ("rel_from", pa.list_(pa.int32())), ("rel_to", pa.list_(pa.int32())),
@@ -37,7 +41,7 @@ def shard_schema(layers: int, heads: int, d_k: int, d_model: int) -> pa.Schema:
     for layer in range(layers):
         if d_k:
             fields += [(f"q_{layer}", pa.list_(pa.list_(pa.float16(), heads * d_k))),
-                       (f"k_{layer}", pa.list_(pa.list_(pa.float16(), heads * d_k)))]
+                       (f"k_{layer}", pa.list_(pa.list_(pa.float16(), kv_heads * d_k)))]
         if d_model:
             fields.append((f"h_{layer}", pa.list_(pa.list_(pa.float16(), d_model))))
     return pa.schema(fields)
@@ -79,8 +83,9 @@ class AtlasWorker:
         P = result.stack("pattern", *self.group)
         self.layers, self.heads = P.shape[:2]
         self.d_k = result.array(self.group, 0, "q").shape[-1] if "q" in self.kinds else 0
+        self.kv_heads = result.array(self.group, 0, "k").shape[0] if "k" in self.kinds else 0  # (kv_heads, n, d_k)
         self.d_model = 0 if states is None else states.shape[-1]
-        self.schema = shard_schema(self.layers, self.heads, self.d_k, self.d_model)
+        self.schema = shard_schema(self.layers, self.heads, self.kv_heads, self.d_k, self.d_model)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = batch.to_pylist()
@@ -92,7 +97,7 @@ class AtlasWorker:
         A = self.layers * self.heads
         columns: dict[str, pa.Array | list] = {
             name: [out[name] for out in outputs]
-            for name in ("line", "text", "reason", "priority", "n_tokens", "n_words", "labels", "kinds",
+            for name in ("line", "text", "reason", "priority", "n_tokens", "n_words", "tokens_dropped", "labels", "kinds",
                          "word_ids", "rel_names", "rel_from", "rel_to", "sampled")
         }
         columns["layers"] = [self.layers] * len(rows)
@@ -103,9 +108,9 @@ class AtlasWorker:
         columns["js"] = _per_head([out["js"] for out in outputs], A * (A - 1) // 2)
         for layer in range(self.layers):
             if self.d_k:
-                for kind in ("q", "k"):
+                for kind, heads in (("q", self.heads), ("k", self.kv_heads)):
                     items = [None if out[kind] is None else out[kind][layer] for out in outputs]
-                    columns[f"{kind}_{layer}"] = _vectors(items, self.heads * self.d_k, np.float16)
+                    columns[f"{kind}_{layer}"] = _vectors(items, heads * self.d_k, np.float16)
             if self.d_model:
                 items = [None if out["h"] is None else out["h"][layer] for out in outputs]
                 columns[f"h_{layer}"] = _vectors(items, self.d_model, np.float16)
@@ -115,7 +120,7 @@ class AtlasWorker:
 
     def sentence(self, row: dict) -> dict:
         out = {"line": row["line"], "text": row["text"], "reason": row["reason"], "priority": row["priority"],
-               "n_tokens": None, "n_words": None, "labels": None, "kinds": None, "word_ids": None, "stats": None,
+               "n_tokens": None, "n_words": None, "tokens_dropped": None, "labels": None, "kinds": None, "word_ids": None, "stats": None,
                "rel_names": None, "rel_from": None, "rel_to": None, "rel_pred": None, "js": None,
                "sampled": False, "q": None, "k": None, "h": None}
         if row["reason"] is not None:
@@ -133,7 +138,7 @@ class AtlasWorker:
         relations = [(name, a, b) for name, a, b in zip(row["rel_names"], row["rel_from"], row["rel_to"])
                      if a < n_words and b < n_words]
         out.update(
-            n_tokens=len(tokens), n_words=n_words, labels=list(tokens.labels), kinds=kinds.tolist(),
+            n_tokens=len(tokens), n_words=n_words, tokens_dropped=int(result.meta.get("dropped", 0)), labels=list(tokens.labels), kinds=kinds.tolist(),
             word_ids=[-1 if w is None else w for w in tokens.word_ids], stats=sentence_stats(P, kinds),
             rel_names=[r[0] for r in relations], rel_from=[r[1] for r in relations], rel_to=[r[2] for r in relations],
             rel_pred=relation_predictions(P, tokens.word_ids, [r[1] for r in relations]),
@@ -143,7 +148,7 @@ class AtlasWorker:
         if row["priority"] < self.sample_below:
             out["sampled"] = True
             n = len(tokens)
-            if self.d_k:  # (L, H, n, d_k) → per layer (n, H·d_k): a token's heads side by side
+            if self.d_k:  # (L, H, n, d_k) → per layer (n, H·d_k): a token's heads side by side (keys: KV heads)
                 for kind in ("q", "k"):
                     out[kind] = result.stack(kind, *self.group).transpose(0, 2, 1, 3).reshape(self.layers, n, -1)
             if states is not None:

@@ -4,15 +4,16 @@ attention_viz.figures.atlas."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import streamlit as st
 
+from ...access import atlas_folder, atlas_name, atlas_names
 from ...atlas.embedding import METHODS, EmbeddingJobs
 from ...atlas.jobs import BuildJobs
+from ...atlas import layout
 from ...atlas.stats import STATS
-from ...atlas.store import Atlas
+from ...atlas.store import Atlas, truncation_note
 from ...atlas.views import grid_of, head_map, measures, sentence_against_corpus, similar_contexts
 from ...errors import ModelError
 from ...figures.atlas import head_grid, head_map_figure, placement_figure, qk_scatter
@@ -23,7 +24,6 @@ from ..widgets import choice, integer, text
 from ..export import chart
 from ..tables import clicked_tile
 
-ATLAS_ROOT_ENV = "ATTENTION_VIZ_ATLAS_ROOT"  # where the app keeps the probes atlases it builds
 CHART = {"displaylogo": False}
 CLICKED = "_atlas_clicked"  # (layer, head) clicked in the grid or the map, applied on the rerun
 
@@ -43,13 +43,12 @@ def _head_map(folder: str, built: str):
     return head_map(Atlas.open(folder).js_matrix())
 
 
-def _default_folder(model: str) -> Path:
-    root = Path(os.environ.get(ATLAS_ROOT_ENV, Path.home() / ".cache" / "attention-viz" / "atlas"))
-    return root / f"{model.replace('/', '_').replace(':', '_')}-probes"
-
-
 def _build_panel(model: str, folder: Path) -> None:
-    status = _builds().status(folder)
+    try:
+        status = _builds().status(folder)
+    except ModelError as error:  # a manifest that is not one
+        plain.error(error)
+        return
     if status.state == "running":
         st.progress(status.done / status.total if status.total else 0.0,
                     text=f"Building the probes atlas: {status.done} of {status.total or '?'} sentences")
@@ -59,7 +58,11 @@ def _build_panel(model: str, folder: Path) -> None:
         plain.error(f"The build stopped: {status.message}")
     label = "Resume the build" if status.done else f"Build the probes atlas of {model}"
     if st.button(label, key="atlas_build"):
-        _builds().start(model, "probes", folder)
+        try:
+            _builds().start(model, "probes", folder)
+        except ModelError as error:  # a folder in the root that a build did not make: left as it is
+            plain.error(error)
+            return
         st.rerun()
 
 
@@ -77,19 +80,28 @@ def choose_clicked(clicked: tuple[int, int] | None, source: str) -> None:
 
 def render(result: AttentionResult) -> None:
     model = result.model
-    folder = Path(text("Atlas directory", key="atlas_dir", default=str(_default_folder(model)), max_chars=500))
+    # A link names an atlas (?atlas=minilm-probes), never a folder: it lives in the server's atlas root.
+    name = text("Atlas", key="atlas_atlas", default=atlas_name(model, "probes"), max_chars=100,
+                help="the name of an atlas on this server (letters, digits, - _ .)")
+    names = atlas_names()
+    if names:
+        plain.caption(f"Atlases on this server: {', '.join(names)}")
     try:
-        atlas = Atlas.open(folder)
-    except ModelError:
-        atlas = None
-    if atlas is None or not atlas.complete:
-        plain.info(f"No finished atlas in {folder}. Build one here (probes, ~1 min per 1,000 sentences on 2 cores) "
-                   "or with `python -m attention_viz atlas build`.")
+        folder = atlas_folder(name)
+        atlas = Atlas.open(folder, name=name) if (folder / layout.MANIFEST).is_file() else None
+        summary = atlas.summary() if atlas is not None and atlas.complete else None
+    except ModelError as error:  # a bad name, or a folder that is not an atlas this version reads
+        plain.error(error)
+        return
+    if summary is None:
+        plain.info(f"No finished atlas named {name} yet. Build one here (probes, ~1 min per 1,000 sentences on "
+                   "2 cores) or with `python -m attention_viz atlas build`.")
         _build_panel(model, folder)
         return
-    summary = atlas.summary()
     plain.caption(f"{atlas.manifest['model']} on {atlas.manifest['corpus']['source']}: {summary['sentences']} sentences, "
                   f"{len(summary['skipped'])} skipped, {summary['tokens']} tokens")
+    if summary["truncated"]:
+        plain.caption(truncation_note(summary["truncated"]))
 
     measure = choice("Statistic or relation", measures(atlas), "atlas_measure")
     clicked = st.session_state.pop(CLICKED, None)  # a head clicked in a figure below, on the last run
