@@ -36,7 +36,14 @@ import numpy as np
 import torch
 from huggingface_hub import try_to_load_from_cache
 from tokenizers import Tokenizer
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer, PretrainedConfig
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    PretrainedConfig,
+    PreTrainedModel,
+)
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.models.auto.modeling_auto import (
     MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
@@ -46,6 +53,7 @@ from transformers.models.auto.modeling_auto import (
 from ..model import Shape
 from ..result import AttentionResult
 from ..tokens import Tokens, from_encoding, tokenize
+from ..weights.matching import NAMED, mismatch
 from ..weights.safetensors_io import check_folder, read_config, safetensors_files
 from ..errors import ModelError
 from ..settings import ALLOW_DOWNLOAD_ENV, downloads_allowed
@@ -55,6 +63,8 @@ from .base import Backend, check_text, require_readable
 MAX_NEW_TOKENS = 64  # greedy generation budget for encoder–decoder models without a target
 DEFAULT_MAX_TOKENS = 512  # when neither tokenizer nor config states a limit (T5: relative positions)
 MAX_TOKENS_CAP = 2048  # eager attention is quadratic, and a longer heatmap is unreadable anyway
+# A pooler turns the last layer's first token into a sentence vector after every attention has run.
+UNUSED_WHEN_MISSING = ("pooler.",)
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 
 
@@ -74,6 +84,37 @@ def model_shape(config: PretrainedConfig) -> Shape:
     if getattr(config, "is_decoder", False) or causal_only:
         return "decoder-only"
     return "encoder-only"
+
+
+def check_loading(name: str, model: PreTrainedModel, loading: dict) -> None:
+    """ModelError unless every weight ``model`` runs on came from the checkpoint.
+
+    ``loading`` is ``from_pretrained``'s loading info. transformers itself has already left out what
+    it re-ties (tied embeddings) or ignores (``_keys_to_ignore_on_load_*``, position_ids buffers).
+    Two kinds of difference remain harmless and pass: a pooler that is missing (it runs after every
+    attention and feeds nothing shown here; ``BertModel(add_pooling_layer=False)`` saves none), and
+    unexpected tensors outside the model's own modules (the task head of a ``*ForMaskedLM`` or
+    ``*ForCausalLM`` checkpoint, loaded here as the bare model). Anything else — missing weights,
+    extra ones inside the model, mis-shaped ones — means transformers would run random weights.
+    """
+    own = {child for child, _ in model.named_children()} | {p for p, _ in model.named_parameters(recurse=False)}
+    prefix = f"{model.base_model_prefix}." if model.base_model_prefix else ""
+
+    def inside(key: str) -> bool:
+        return key.removeprefix(prefix).split(".", 1)[0] in own
+
+    missing = [key for key in loading["missing_keys"] if not key.startswith(UNUSED_WHEN_MISSING)]
+    unexpected = [key for key in loading["unexpected_keys"] if inside(key)]
+    problems = [mismatch(missing, unexpected)] if missing or unexpected else []
+    shapes = sorted(loading["mismatched_keys"])
+    if shapes:
+        problems.append("mis-shaped " + ", ".join(
+            f"{key} {tuple(found)} (expected {tuple(wanted)})" for key, found, wanted in shapes[:NAMED]
+        ) + (f" and {len(shapes) - NAMED} more" if len(shapes) > NAMED else ""))
+    problems += [message.strip().splitlines()[0] for message in loading["error_msgs"][:1] if message.strip()]
+    if problems:
+        raise ModelError(f"{name}: the checkpoint does not match its config.json (the attention shown would not be "
+                         f"the checkpoint's): {'; '.join(problems)}")
 
 
 def _first_line(error: BaseException) -> str:
@@ -118,9 +159,13 @@ class HFBackend(Backend):
         self.byte_level = any("ByteLevel" in repr(part) for part in parts)
         self.max_tokens = self._max_tokens(hf_tokenizer.model_max_length)
         model_class = AutoModelForSeq2SeqLM if self.shape == "encoder-decoder" else AutoModel
-        self.model = self._load(
-            "model", model_class, source, attn_implementation="eager", use_safetensors=True, dtype=torch.float32
-        ).eval()
+        # Mis-shaped tensors are reported with the rest below (transformers alone raises without naming them).
+        model, loading = self._load(
+            "model", model_class, source, attn_implementation="eager", use_safetensors=True, dtype=torch.float32,
+            output_loading_info=True, ignore_mismatched_sizes=True,
+        )
+        check_loading(self.name, model, loading)
+        self.model = model.eval()
         self.decoder_start_id = self._decoder_start_id() if self.shape == "encoder-decoder" else None
 
     # -- loading ---------------------------------------------------------------------------------
