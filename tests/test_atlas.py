@@ -18,6 +18,7 @@ import pytest
 
 from attention_viz.access import ATLAS_ROOT_ENV
 from attention_viz.atlas import layout
+from attention_viz.atlas.embedding import joint_embedding
 from attention_viz.atlas.neighbors import Neighbors
 from attention_viz.atlas.pipeline import build_atlas
 from attention_viz.atlas.sources import Source
@@ -59,8 +60,8 @@ def show_json(folder: Path, capsys) -> dict:
 
 def test_show_json_contract_and_values(reference, capsys):
     document = show_json(reference, capsys)
-    assert set(document) == {"sentences", "skipped", "stats", "relations"}
-    assert document["sentences"] == PROBES and document["skipped"] == []
+    assert set(document) == {"sentences", "skipped", "truncated", "stats", "relations"}
+    assert document["sentences"] == PROBES and document["skipped"] == [] and document["truncated"] == []
     assert list(document["stats"]) == list(STATS)
     for name, grid in document["stats"].items():
         values = np.asarray(grid)
@@ -141,7 +142,7 @@ def test_bad_lines_are_skipped_with_their_reason(ray_address, tmp_path, capsys):
     assert main(["atlas", "build", "--corpus", str(corpus), "--out", str(out), "--workers", "1", "--no-progress"]) == 0
     assert "2 sentences, 4 skipped" in capsys.readouterr().out
     document = show_json(out, capsys)
-    assert set(document) == {"sentences", "skipped", "stats"}  # no relations: not the probes
+    assert set(document) == {"sentences", "skipped", "truncated", "stats"}  # no relations: not the probes
     assert document["sentences"] == 2
     assert [s["line"] for s in document["skipped"]] == [2, 3, 4, 5]
     reasons = [s["reason"] for s in document["skipped"]]
@@ -158,6 +159,54 @@ def test_empty_or_unreadable_corpus_is_one_clear_error(tmp_path, capsys):
         last = err.splitlines()[-1]  # after the progress bar, one line
         assert code == 2 and last.startswith("error: ") and message in last
         assert "Traceback" not in err and not (tmp_path / (name + ".atlas")).exists()
+
+
+def test_grouped_query_hf_model_over_a_folder_corpus_with_a_long_line(ray_address, tmp_path, capsys):
+    """A tiny random Llama folder with 4 query heads and 2 KV heads (keys are stored per KV head), a
+    corpus folder of two files, one line far past the model's limit (cut there, and said so)."""
+    from test_ours_decoder import WORDS, save
+
+    folder = save(tmp_path / "llama", "llama")
+    model = f"hf:{folder}"
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("the cat sat on the mat\nit was tired because the dog ran to the park\n")
+    long = " ".join(WORDS * 400)  # 6,000 words, one token each
+    (corpus / "b.jsonl").write_text(json.dumps({"text": long}) + "\n")
+    out = tmp_path / "atlas"
+    assert main(["atlas", "build", "--model", model, "--corpus", str(corpus), "--out", str(out), "--workers", "1",
+                 "--sample-tokens", "400", "--no-progress"]) == 0
+    capsys.readouterr()
+    backend = load_backend(model)
+    document = show_json(out, capsys)
+    assert document["sentences"] == 3 and document["skipped"] == []
+    assert document["truncated"] == [{"line": 3, "tokens_dropped": 1 + len(long.split()) - backend.max_tokens}]
+    assert np.asarray(document["stats"]["entropy"]).shape == (2, 4)
+    assert main(["atlas", "show", str(out)]) == 0
+    assert "1 line was longer than the model reads" in capsys.readouterr().out
+    atlas = Atlas.open(out)
+    assert (atlas.manifest["heads"], atlas.manifest["kv_heads"], atlas.manifest["d_k"]) == (4, 2, 8)
+    sample = read_sample(out, ["q_1", "k_1"])
+    line = int(sample.column("line")[0].as_py())
+    rows = np.flatnonzero(sample.column("line").to_numpy() == line)
+    result = backend.run(atlas.sentences([line])[line]["text"], kinds=("pattern", "k"))
+    k = result.array(("decoder", "self_attn"), 1, "k")  # (kv_heads, n, d_k)
+    assert k.shape[0] == 2
+    assert np.allclose(vectors(sample, "k_1")[rows], k.transpose(1, 0, 2).reshape(len(rows), -1), atol=2e-2, rtol=1e-2)
+    assert vectors(sample, "q_1").shape[1] == 4 * 8
+    assert joint_embedding(out, 1, 3, "pca").n == sample.num_rows  # query head 3 reads KV head 1
+
+
+def test_a_worker_failure_says_the_workers_own_error(ray_address, tmp_path, capsys):
+    """A model folder that loads in no worker: the user reads why, not Ray's wrapping and advice."""
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "config.json").write_text('{"model_type": "llama"}')
+    code = main(["atlas", "build", "--model", f"hf:{bad}", "--corpus", "probes:4", "--out", str(tmp_path / "atlas"),
+                 "--workers", "1", "--no-progress"])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert code == 2 and len(errors) == 1
+    assert errors[0].startswith(f"error: a Ray worker failed: {bad} has no model.safetensors"), errors
 
 
 def readable_shards(out: Path) -> list[Path]:
