@@ -12,11 +12,22 @@ against the scores ``(..., query, key)``. Masked positions are ``-inf`` in ``sco
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import NamedTuple
 
 import torch
 
-from . import buffers
+Allocate = Callable[[tuple[int, ...], torch.dtype], torch.Tensor]
+
+
+def fresh(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    return torch.empty(shape, dtype=dtype)
+
+
+# Where a call's (query × key) tensors come from: plain torch.empty unless the caller opts in, for its
+# own calls only, to recycled memory (attention_viz.buffers.recycling()). Per call, as capture() is.
+scratch_allocator: ContextVar[Allocate] = ContextVar("scratch_allocator", default=fresh)
 
 
 class Attention(NamedTuple):
@@ -46,7 +57,7 @@ def masked_softmax(
     if in_place:
         pattern = torch.softmax(scores, dim=-1, out=scores)
     elif not grad and scores.device.type == "cpu":
-        pattern = torch.softmax(scores, dim=-1, out=buffers.empty(tuple(scores.shape), scores.dtype))
+        pattern = torch.softmax(scores, dim=-1, out=scratch_allocator.get()(tuple(scores.shape), scores.dtype))
     else:
         pattern = torch.softmax(scores, dim=-1)
     if mask is not None:
@@ -57,14 +68,15 @@ def masked_softmax(
 
 
 def query_key_products(query: torch.Tensor, key: torch.Tensor, factor: float = 1.0) -> torch.Tensor:
-    """factor · Q Kᵀ (..., Tq, Tk). Without gradients it is written into recycled memory (see
-    :mod:`attention_viz.buffers`: fresh pages cost more than the product itself at 512 tokens), with
-    the factor applied inside the matrix product rather than in a pass over Q."""
+    """factor · Q Kᵀ (..., Tq, Tk). Without gradients it is written into memory from
+    :data:`scratch_allocator` (recycled where the caller opted in: at long lengths mapping fresh pages
+    costs as much as the product), with the factor applied inside the matrix product rather than in a
+    pass over Q."""
     batch = query.shape[:-2]
     if query.requires_grad or key.requires_grad or query.device.type != "cpu" or key.shape[:-2] != batch:
         return (query * factor if factor != 1.0 else query) @ key.transpose(-2, -1)
     (tq, d_k), tk, n = query.shape[-2:], key.size(-2), math.prod(batch)
-    scores = buffers.empty((*batch, tq, tk), query.dtype)
+    scores = scratch_allocator.get()((*batch, tq, tk), query.dtype)
     flat = scores.view(n, tq, tk)  # beta=0: the uninitialized input is ignored, NaNs included
     torch.baddbmm(flat, query.reshape(n, tq, d_k), key.reshape(n, tk, d_k).transpose(1, 2), beta=0, alpha=factor,
                   out=flat)

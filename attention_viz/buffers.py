@@ -20,6 +20,12 @@ Blocks are handed out uninitialized: the caller writes every element (``baddbmm(
 nothing crosses from one call to another. Taking and returning are single dict operations, atomic
 under the GIL: concurrent calls never get the same block.
 
+Recycling is opt-in, per call: the attention math allocates normally (``torch.empty``) unless the
+caller runs inside :func:`recycling` (the app's cached runs, the benchmarks). With
+``ATTENTION_VIZ_POISON_BLOCKS=1`` (or :data:`poison` set) every block is filled with NaN as it joins
+the free list, so a block handed back while something still reads it shows as NaN in that reader
+(the tests run the models both ways with it on).
+
 A server that keeps its results (the app's cache) never gives their blocks back, so every new text
 would map fresh memory again, whose pages a hypervisor must back anew (on the VMs we measure on, a
 large share of a 512-token run). :func:`keep_ready`, called after such a run, maps
@@ -30,15 +36,19 @@ next text writes into memory that is already there.
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import math
 import mmap
 import os
 import threading
 import weakref
+from collections.abc import Iterator
 
 import numpy as np
 import torch
+
+from .attention import scratch_allocator
 
 MIN_BYTES = 1 << 20  # smaller blocks come back from glibc's heap already mapped
 limit_bytes = 128 << 20  # free blocks kept at most; a 512-token minilm run uses 6 × 12 MB
@@ -48,6 +58,7 @@ _NUMPY = {torch.float32: np.float32, torch.float64: np.float64}
 HUGE_PAGE = 2 << 20
 _MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)  # Linux only
 _madvise = ctypes.CDLL(None, use_errno=True).madvise if _MADV_HUGEPAGE is not None else None
+poison = os.environ.get("ATTENTION_VIZ_POISON_BLOCKS") == "1"  # debug: NaN into every block handed back
 if _madvise is not None:
     _madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 
@@ -122,7 +133,21 @@ def _map_blocks(sizes: list[int]) -> None:
         _free[id(block)] = block
 
 
+@contextlib.contextmanager
+def recycling() -> Iterator[None]:
+    """The attention math of calls made inside this block (this thread or task only) takes its
+    (query × key) tensors from :func:`empty`."""
+    token = scratch_allocator.set(empty)
+    try:
+        yield
+    finally:
+        scratch_allocator.reset(token)
+
+
 def _give_back(block: torch.Tensor) -> None:
+    if poison:
+        block.numpy().fill(255)  # all bits set: NaN in float32 and float64 (numpy: a block made under
+        # inference_mode refuses torch's in-place writes outside it, where finalizers run)
     if free_bytes() + block.numel() <= limit_bytes:
         _free[id(block)] = block
 

@@ -72,7 +72,7 @@ def bench_capture(
         ids = torch.tensor([tokens.ids])
 
         def ours():  # ScratchEncoderBackend.run after tokenizing: forward with capture, then numpy
-            with torch.inference_mode(), capture(kinds=APP_KINDS) as recorded:
+            with torch.inference_mode(), buffers.recycling(), capture(kinds=APP_KINDS) as recorded:
                 backend.model(ids)
             return AttentionResult.from_recorder(backend.name, tokens, recorded)
 

@@ -1,6 +1,8 @@
 """Recycled (query × key) memory: a block is reused only once nothing refers to it, never shared
 between concurrent calls, and a kept result never changes."""
 
+import contextlib
+import ctypes
 import gc
 import threading
 
@@ -89,7 +91,7 @@ def test_a_kept_result_is_untouched_by_later_runs():
         ids = torch.randint(0, 50, (1, 520), generator=torch.Generator().manual_seed(seed))
         n = ids.size(1)
         tokens = Tokens("", tuple(ids[0].tolist()), ("x",) * n, (None,) * n, (False,) * n, (False,) * n, (None,) * n)
-        with torch.inference_mode(), capture() as recorded:
+        with torch.inference_mode(), buffers.recycling(), capture() as recorded:
             model(ids)
         return AttentionResult.from_recorder("tiny", tokens, recorded)
 
@@ -135,3 +137,47 @@ def test_keep_ready_stays_under_the_limit(monkeypatch):
     kept = [buffers.empty(SHAPE, torch.float32) for _ in range(4)]  # 8 MB handed out
     buffers.keep_ready().join()
     assert buffers.free_bytes() == 4 << 20 and len(kept) == 4
+
+
+def _tiny_run(model: Transformer, seed: int, recycled: bool) -> dict[str, np.ndarray]:
+    ids = torch.randint(0, 50, (1, 520), generator=torch.Generator().manual_seed(seed))
+    with torch.inference_mode(), buffers.recycling() if recycled else contextlib.nullcontext(), \
+            capture(kinds=("scores", "pattern")) as recorded:
+        model(ids) if model.config.shape != "encoder-decoder" else model(ids, ids[:, :300])
+    return {name: recorded[name][0].numpy() for name in recorded.names_recorded()}
+
+
+@pytest.mark.parametrize("shape", ["encoder-only", "decoder-only", "encoder-decoder"])
+def test_recycled_runs_equal_plain_ones_with_every_returned_block_poisoned(shape, monkeypatch):
+    """The models run both ways: plain allocation (the reference math) and recycled memory with the
+    debug switch that writes NaN into every block handed back. Results kept while later runs reuse
+    the blocks stay equal to the plain runs: no block is handed back while anything still reads it."""
+    monkeypatch.setattr(buffers, "poison", True)
+    config = TransformerConfig(shape=shape, vocab_size=50, d_model=16, h=2, d_ff=32, N=2, max_len=600, dropout=0.0)
+    torch.manual_seed(0)
+    model = Transformer(config).eval()
+    plain = [_tiny_run(model, seed, recycled=False) for seed in range(3)]
+    assert buffers.free_bytes() == 0  # the reference path never touches the free list
+    kept = [_tiny_run(model, seed, recycled=True) for seed in range(3)]
+    gc.collect()
+    for _ in range(2):  # more runs whose blocks come and go: each returned block is filled with NaN
+        _tiny_run(model, 9, recycled=True)
+        gc.collect()
+    assert buffers.free_bytes() > 0  # blocks were handed back (and poisoned) meanwhile
+    for reference, recycled in zip(plain, kept):
+        assert reference.keys() == recycled.keys()
+        for name in reference:
+            np.testing.assert_array_equal(recycled[name], reference[name], err_msg=name)
+
+
+def test_poison_marks_a_block_that_comes_back(monkeypatch):
+    """The debug switch itself: a block handed back reads as NaN through a view made behind the
+    owner's back (what a bug would look like)."""
+    monkeypatch.setattr(buffers, "poison", True)
+    tensor = buffers.empty(SHAPE, torch.float32)
+    tensor.fill_(1.0)
+    # a view made from the raw address, not from the owner: it keeps nothing alive
+    stolen = np.ctypeslib.as_array((ctypes.c_float * tensor.numel()).from_address(tensor.data_ptr()))
+    del tensor
+    gc.collect()
+    assert buffers.free_bytes() > 0 and bool(np.isnan(stolen).all())

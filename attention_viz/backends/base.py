@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -78,6 +79,11 @@ class Backend(ABC):
         Encoder–decoder models translate ``text``: teacher-forced on ``target`` when given,
         greedy otherwise. ``result.meta["dropped"]`` counts tokens cut by truncation.
         """
+
+    def recycled_memory(self) -> contextlib.AbstractContextManager[None]:
+        """Runs inside this block take their (query × key) tensors from recycled memory (the app's
+        cache and the benchmarks opt in; see :mod:`attention_viz.buffers`)."""
+        return buffers.recycling()
 
     def keep_memory_ready(self) -> None:
         """The caller keeps the last run's result (the app's cache): have the memory for a next run

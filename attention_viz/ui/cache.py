@@ -48,7 +48,8 @@ def run(name: str, text: str, target: str | None = None, kinds: tuple[str, ...] 
     patterns), so the value-weighted norms never need a second forward."""
     model = backend(name)
     values = ("v",) if "pattern" in kinds and "v" in model.kinds else ()
-    result = model.run(text, target=target, kinds=tuple(dict.fromkeys(tuple(kinds) + values)))
+    with model.recycled_memory():  # this cache keeps its results: their blocks come from buffers.py
+        result = model.run(text, target=target, kinds=tuple(dict.fromkeys(tuple(kinds) + values)))
     model.keep_memory_ready()  # this cache keeps the result's memory: the next text's is mapped meanwhile
     return result
 
