@@ -27,6 +27,7 @@ from ..backends.base import Backend
 from ..backends.registry import load_backend
 from ..names import ENCODER_SELF
 from ..result import AttentionResult
+from .private_api import figure_without_validation
 
 MAX_RESULTS = 24  # ≈ 24 × 75 MB at the 512-token worst case
 MAX_NORMS = 8  # value-weighted norms: the patterns' size again
@@ -119,4 +120,4 @@ def figure(builder: Callable[..., go.Figure], *args: Any, **kwargs: Any) -> go.F
     copy, so the subtitle added on the page never reaches another session) and wrapped without a
     second validation: it was validated when it was built."""
     spec = _figure_spec(f"{builder.__module__}.{builder.__qualname__}", builder_source(builder), args, kwargs)
-    return go.Figure(spec, _validate=False)
+    return figure_without_validation(spec)

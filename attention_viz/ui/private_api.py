@@ -1,0 +1,18 @@
+"""The places where the app leans on another library's private parts, each behind one name here,
+with the versions they were checked against. tests/test_private_api.py fails as soon as a pinned
+version changes, so whoever upgrades Plotly or Streamlit checks each of these again."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+CHECKED_AGAINST = {"plotly": "7.1.0", "streamlit": "1.67.0"}
+
+# Streamlit's wrapper around every element: a CSS class of its front end, not an API.
+STREAMLIT_ELEMENT_CLASS = "stElementContainer"
+
+
+def figure_without_validation(spec: dict) -> go.Figure:
+    """A figure from a spec that Plotly validated when the figure was first built: validating every
+    property again costs more than drawing. ``_validate`` is Plotly's private switch for that."""
+    return go.Figure(spec, _validate=False)
