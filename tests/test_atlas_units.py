@@ -11,7 +11,7 @@ from attention_viz.atlas import probes
 from attention_viz.atlas.pipeline import priority
 from attention_viz.atlas.sources import Source
 from attention_viz.atlas.stats import (
-    PUNCTUATION, SPECIAL, WORD, from_upper, js_divergences, offset_baseline, relation_predictions,
+    PUNCTUATION, SPECIAL, STATS, WORD, from_upper, js_divergences, offset_baseline, relation_predictions,
     sentence_stats, token_kinds, upper, word_attention,
 )
 from attention_viz.errors import ModelError
@@ -262,3 +262,59 @@ def test_every_head_of_the_atlas_grid_and_map_can_be_clicked_as_itself():
         assert data[2] == values[y, x]  # hover shows the head's own value
     points = head_map_figure(np.random.default_rng(0).normal(size=(12, 2)), 4, (0, 0)).data[0]
     assert [tuple(c) for c in points.customdata] == [(i // 4, i % 4) for i in range(12)]  # point i = head i
+
+
+# -- the worker on every kind of model the app runs (no Ray: the actor class called directly) ------
+
+SENTENCES = ["the cat sat on the mat", "it was tired because the dog ran"]
+
+
+def pending(texts: list[str]) -> pa.Table:
+    from attention_viz.atlas.pipeline import PENDING_SCHEMA
+
+    return pa.Table.from_pylist([{"line": i, "text": text, "reason": None, "priority": 0.0, "words": len(text.split()),
+                                  "rel_names": [], "rel_from": [], "rel_to": []} for i, text in enumerate(texts, 1)],
+                                schema=PENDING_SCHEMA)
+
+
+@pytest.fixture(scope="module")
+def hf_folders(tmp_path_factory):
+    from test_hf_backend import save_bart, save_bert, save_gpt2, save_t5
+    from test_ours_decoder import save
+
+    base = tmp_path_factory.mktemp("worker-models")
+    for name, saver in (("bert", save_bert), ("gpt2", save_gpt2), ("t5", save_t5), ("bart", save_bart)):
+        saver(base / name)
+    save(base / "llama", "llama")  # 4 query heads, 2 KV heads
+    return base
+
+
+# (model, layers, heads, KV heads (0: no q/k from transformers), the group read)
+KINDS = [("toy-translate", 3, 4, 4, "encoder"), ("bert", 2, 4, 0, "encoder"), ("gpt2", 2, 4, 4, "decoder"),
+         ("t5", 2, 4, 0, "encoder"), ("bart", 2, 4, 0, "encoder"), ("llama", 2, 4, 2, "decoder")]
+
+
+@pytest.mark.parametrize("name, layers, heads, kv_heads, part", KINDS, ids=[k[0] for k in KINDS])
+def test_the_worker_reads_encoders_decoders_and_encoder_decoders(hf_folders, name, layers, heads, kv_heads, part):
+    from attention_viz.atlas.worker import AtlasWorker
+
+    model = name if name == "toy-translate" else f"hf:{hf_folders / name}"
+    worker = AtlasWorker(model, sample_below=1.0, js_below=1.0)
+    assert (worker.layers, worker.heads, worker.kv_heads, worker.group) == (layers, heads, kv_heads, (part, "self_attn"))
+    table = worker(pending(SENTENCES))
+    table.validate(full=True)
+    assert table.column("reason").to_pylist() == [None, None]
+    assert table.column("tokens_dropped").to_pylist() == [0, 0]
+    for stat in STATS:
+        assert len(table.column(stat)[0]) == layers * heads
+    if kv_heads:  # q per query head, k per KV head, both d_k wide
+        assert len(table.column("q_0")[0][0]) == heads * worker.d_k
+        assert len(table.column("k_0")[0][0]) == kv_heads * worker.d_k
+
+
+def test_a_model_without_self_attention_is_refused_in_one_line():
+    from attention_viz.atlas.worker import AtlasWorker
+
+    with pytest.raises(ModelError, match="has no self-attention heads") as error:
+        AtlasWorker("toy-translate-rnn", sample_below=1.0, js_below=1.0)
+    assert "\n" not in str(error.value)

@@ -17,10 +17,8 @@ import pyarrow as pa
 import numpy as np
 
 from ..errors import ModelError
+from ..names import DECODER_SELF, ENCODER_SELF
 from .stats import STATS, js_divergences, relation_predictions, sentence_stats, token_kinds, upper
-
-PROBE_TEXT = "The atlas reads a sentence."  # a dry run at start-up gives the model's dimensions
-
 
 def shard_schema(layers: int, heads: int, kv_heads: int, d_k: int, d_model: int) -> pa.Schema:
     """Columns of a shard; q/k (``d_k > 0``) and layer outputs (``d_model > 0``) only when the backend has them.
@@ -78,8 +76,13 @@ class AtlasWorker:
         self.backend = load_backend(model)
         self.sample_below, self.js_below = sample_below, js_below
         self.kinds = ("pattern", "q", "k") if {"q", "k"} <= set(self.backend.kinds) else ("pattern",)
-        result, states = self.backend.layer_states(PROBE_TEXT, kinds=self.kinds)
-        self.group = result.attentions()[0]  # encoder self-attention, or a decoder-only model's
+        # a dry run gives the model's dimensions, on a text it can read (the induction model reads symbols)
+        result, states = self.backend.layer_states(self.backend.probe_texts(1)[0], kinds=self.kinds)
+        groups = [group for group in result.attentions() if group in (ENCODER_SELF, DECODER_SELF)]
+        if not groups:  # an RNN's or the captioner's attention runs from the decoder to the input
+            raise ModelError(f"{model} has no self-attention heads (its attention runs from the decoder to its "
+                             "input): the atlas describes self-attention heads")
+        self.group = groups[0]  # encoder self-attention (encoder-only and encoder-decoder), or a decoder-only model's
         P = result.stack("pattern", *self.group)
         self.layers, self.heads = P.shape[:2]
         self.d_k = result.array(self.group, 0, "q").shape[-1] if "q" in self.kinds else 0
