@@ -155,3 +155,16 @@ def atlas_names() -> list[str]:
         return []
     return sorted(entry.name for entry in root.iterdir()
                   if ATLAS_NAME.fullmatch(entry.name) and ".." not in entry.name and (entry / "manifest.json").is_file())
+
+
+def check_folder_files(folder: str | Path) -> None:
+    """The one refusal when roots are set and anything in ``folder`` (config.json, weights, tokenizer
+    files …) is a link that leads out of every root: a folder inside a root reads nothing outside."""
+    from .settings import downloads_allowed
+
+    roots = model_roots()
+    if roots is None:
+        return
+    for directory, subfolders, files in os.walk(folder):  # links to folders are listed, not followed
+        if any(_inside(Path(directory) / name, roots) is None for name in subfolders + files):
+            raise ModelError(refusal(roots, hub=downloads_allowed()))

@@ -51,9 +51,13 @@ def run(backend: Backend, args: argparse.Namespace) -> AttentionResult:
     asked = tuple(args.kinds)
     kinds = tuple(dict.fromkeys(asked + (("v", "pattern") if args.value_norms else ())))
     if args.value_norms and ("v" not in backend.kinds or backend.output_projection(default_group(backend), 0) is None):
-        raise ModelError(f"{backend.name} cannot give value-weighted norms: it does not expose the values and W_O "
-                         "(transformers hands out attention weights only); use a model that runs in our Transformer")
+        why = ("it runs in transformers, which hands out attention weights only" if backend.implementation == "transformers"
+               else "its attention has no values and W_O")
+        raise ModelError(f"{backend.name} cannot give value-weighted norms: {why}; they need multi-head attention that "
+                         "runs in our own Transformer")
     if args.ablate:
+        if backend.no_next_token:  # what --ablate reports for a decoder is its next-token loss
+            raise ModelError(f"{backend.name}: {backend.no_next_token}")
         from .head_effects import make_ablation
 
         ablation = make_ablation(backend, parse_heads(args.ablate, default_group(backend)), args.ablation)

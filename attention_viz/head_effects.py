@@ -88,7 +88,9 @@ def compare(
     target translates greedily both times, and the first translation is also teacher-forced through
     the ablated model, so each of its words has a log-probability before and after."""
     if not backend.can_ablate:
-        raise ModelError(f"{backend.name} cannot remove heads: ablation needs a model that runs in our own Transformer")
+        raise backend.ablation_refusal()
+    if backend.no_next_token:  # a decoder's effect is its next-token loss
+        raise ModelError(f"{backend.name}: {backend.no_next_token}")
     before, outputs_before = backend.forward(text, target, kinds)
     after, outputs_after = backend.forward(text, target, kinds, ablation=ablation)
     forced = None

@@ -40,12 +40,15 @@ def transformed_norms(v: np.ndarray, w_o: np.ndarray) -> np.ndarray:
 def value_norms(pattern: np.ndarray, v: np.ndarray, w_o: np.ndarray) -> np.ndarray:
     """``[heads, query, key]`` float32: ‖α_ij f_h(x_j)‖ = α_ij ‖f_h(x_j)‖ (α ≥ 0).
 
+    Under grouped-query attention ``v`` has fewer heads than ``pattern``: query head i reads value
+    head i // (heads / kv_heads), and applies its own slice of W_O to it.
     The per-key norms are computed in float64 and rounded once; the product over every (query, key)
     pair is made in float32 straight into the result (in float64 it needed two temporaries of twice
     the pattern's size)."""
-    if pattern.ndim != 3 or pattern.shape[0] != v.shape[0] or pattern.shape[2] != v.shape[1]:
+    if pattern.ndim != 3 or v.ndim != 3 or pattern.shape[0] % v.shape[0] or pattern.shape[2] != v.shape[1]:
         raise ValueError(f"pattern {pattern.shape} and values {v.shape} do not belong together")
-    norms = transformed_norms(v, w_o).astype(np.float32)
+    per_query_head = np.repeat(v, pattern.shape[0] // v.shape[0], axis=0)  # (heads, keys, d_k)
+    norms = transformed_norms(per_query_head, w_o).astype(np.float32)
     return np.multiply(pattern, norms[:, None, :], dtype=np.float32)
 
 

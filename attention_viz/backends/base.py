@@ -64,6 +64,9 @@ class Backend(ABC):
     max_tokens: int  # longest input, special tokens included
     kinds: tuple[str, ...]  # which hook kinds this backend can capture
     can_ablate: bool = False  # whether forward() can remove heads (our own Transformer only)
+    # why this decoder cannot give next-token log-probabilities (a checkpoint saved without its LM
+    # head), the one sentence every view that needs them shows; None when it can, or is no decoder
+    no_next_token: str | None = None
     # whose code runs the forward: "ours" (model.py, the trained models) or "transformers"; every
     # result's meta["implementation"] says the same
     implementation: str = "ours"
@@ -95,7 +98,14 @@ class Backend(ABC):
     ) -> tuple[AttentionResult, Outputs]:
         """:meth:`run` that also returns the model's outputs, with ``ablation``'s heads removed during
         the forward (per call: concurrent calls keep their own heads)."""
-        raise ModelError(f"{self.name} cannot remove heads: ablation needs a model that runs in our own Transformer")
+        raise self.ablation_refusal()
+
+    def ablation_refusal(self) -> ModelError:
+        """Why :meth:`forward` cannot remove heads here, in one true sentence."""
+        if self.implementation == "transformers":
+            return ModelError(f"{self.name} cannot remove heads: it runs in transformers, and ablation needs a model "
+                              "that runs in our own Transformer")
+        return ModelError(f"{self.name} cannot remove heads: it has no multi-head attention")
 
     def output_projection(self, group: Group, layer: int) -> np.ndarray | None:
         """``W_O`` of one attention as ``(h·d_k, d_model)`` (``x W_O``, rows of head h at h·d_k..),
@@ -114,7 +124,7 @@ class Backend(ABC):
 
     def run_without_positions(self, text: str) -> AttentionResult:
         """:meth:`run` with the position embeddings switched off."""
-        raise ModelError(f"{self.name} cannot switch its positions off (our own encoders, such as minilm, can)")
+        raise ModelError(f"{self.name} cannot switch its positions off (minilm, our BERT encoder, can)")
 
     def position_table(self) -> np.ndarray | None:
         """The learned position embeddings ``(positions, d_model)``, or None (sinusoids, or not ours)."""
@@ -122,11 +132,11 @@ class Backend(ABC):
 
     def inside_head(self, ids: Sequence[int], layer: int, head: int, scale: bool = True) -> InsideHead:
         """Every matrix of one encoder self-attention head on token ``ids`` (see attention_viz.inside)."""
-        raise ModelError(f"{self.name} cannot be opened up head by head (our own encoders, such as minilm, can)")
+        raise ModelError(f"{self.name} cannot be opened up head by head (minilm, our BERT encoder, can)")
 
     def padded_batch(self, sentences: Sequence[Sequence[int]], layer: int) -> PaddedBatch:
         """Token id lists as one right-padded batch through the encoder (see attention_viz.masking)."""
-        raise ModelError(f"{self.name} cannot run a padded batch here (our own Transformers can)")
+        raise ModelError(f"{self.name} cannot run a padded batch here (the encoders of minilm and toy-translate can)")
 
     can_read_long: bool = False  # long_tokens(), long_input(): texts past max_tokens, patterns rebuilt blockwise
 
@@ -142,7 +152,7 @@ class Backend(ABC):
 
     def _cannot_read_long(self) -> ModelError:
         return ModelError(f"{self.name} cannot read inputs longer than {self.max_tokens} tokens here "
-                          "(decoders that run in our own Transformer can)")
+                          "(decoders that run in our own Transformer can, up to their own position limit)")
 
     def layer_states(self, text: str, kinds: Collection[str] = ("pattern",)) -> tuple[AttentionResult, "np.ndarray | None"]:
         """:meth:`run` plus every layer's output token representations ``(layers, T, d_model)`` from

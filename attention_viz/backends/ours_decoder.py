@@ -3,8 +3,13 @@
 A folder (or a hub snapshot already in the local Hugging Face cache) whose ``config.json`` names a
 Llama, Mistral, Qwen2, GPT-NeoX or GPT-2 model, in a variant our config switches reproduce, opens
 here: every hook kind is captured (q, k, v, scores, pattern, context), K and V per key/value head
-under grouped-query attention. Anything else — other architectures, rotary scaling, unknown
-activations — returns None from :func:`open_in_ours` and ``transformers`` runs it as before.
+under grouped-query attention; heads can be removed (ablation) and W_O is read (value norms).
+Anything else — other architectures, rotary scaling, unknown activations — returns None from
+:func:`open_in_ours` and ``transformers`` runs it as before.
+
+A checkpoint saved as the bare model (``LlamaModel``, ``Qwen2Model``, ``MistralModel``,
+``GPTNeoXModel``: how embedding models ship) has no LM head: it runs here all the same, and what
+needs next-token logits (an ablation's loss) says so in one sentence (``no_next_token``).
 
 The tokenizer is the folder's own, read by the ``tokenizers`` library (``tokenizer.json``, or
 GPT-2's ``vocab.json`` + ``merges.txt``). Nothing here touches the network.
@@ -14,39 +19,41 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
+import numpy as np
 import torch
 from tokenizers import Tokenizer
 
+from ..analysis.ablation import Ablation
 from ..analysis.long_input import LongInput
 from ..errors import ModelError
 from ..hooks import KINDS, capture
 from ..longcontext import queries_and_keys
 from ..model import Transformer, TransformerConfig
+from ..names import Group
 from ..result import AttentionResult
 from ..tokens import Tokens, load_tokenizer, tokenize
-from ..weights.gpt2 import gpt2_config, load_gpt2_state
-from ..weights.llama import FAMILIES, llama_config, load_llama_state
-from ..weights.neox import load_neox_state, neox_config
+from ..weights.gpt2 import build_gpt2, gpt2_config
+from ..weights.llama import build_llama, llama_config
+from ..weights.neox import build_neox, neox_config
 from ..weights.safetensors_io import read_config, read_safetensors, safetensors_files
-from .base import Backend, check_text, require_readable
+from .base import Backend, Outputs, check_text, require_readable
 from .hub import local_folder
+from .ours import ablation_context, output_projection
 
 MAX_TOKENS_CAP = 1024  # a capture keeps layers × heads × T² floats; the head view reads longer inputs blockwise
+LOGIT_ROWS = 256  # positions scored at once: a (rows, vocab) block, not (T, vocab) (150k-word vocabularies)
 
-
-def _llama_state(model: Transformer, tensors: dict, hf_config: dict) -> None:
-    load_llama_state(model, tensors, FAMILIES[hf_config["model_type"]])
-
-
-# model_type → (config.json → our config, tensors → model); the config step raises ModelError for
-# variants we do not reproduce, which sends the model to transformers instead.
-ARCHITECTURES: dict[str, tuple[Callable[[dict], TransformerConfig], Callable[[Transformer, dict, dict], None]]] = {
-    "llama": (llama_config, _llama_state),
-    "mistral": (llama_config, _llama_state),
-    "qwen2": (llama_config, _llama_state),
-    "gpt_neox": (neox_config, lambda model, tensors, _: load_neox_state(model, tensors)),
-    "gpt2": (gpt2_config, lambda model, tensors, _: load_gpt2_state(model, tensors)),
+# model_type → (config.json → our config, config.json + tensors → our model); the config step raises
+# ModelError for variants we do not reproduce, which sends the model to transformers instead.
+ARCHITECTURES: dict[str, tuple[Callable[[dict], TransformerConfig], Callable[[dict, dict], Transformer]]] = {
+    "llama": (llama_config, build_llama),
+    "mistral": (llama_config, build_llama),
+    "qwen2": (llama_config, build_llama),
+    "gpt_neox": (neox_config, build_neox),
+    "gpt2": (gpt2_config, build_gpt2),
 }
+# the class a checkpoint without an LM head was saved from, when its config.json does not say
+BASE_MODELS = {"llama": "LlamaModel", "mistral": "MistralModel", "qwen2": "Qwen2Model", "gpt_neox": "GPTNeoXModel"}
 
 
 def supported_config(hf_config: dict) -> TransformerConfig | None:
@@ -70,31 +77,37 @@ def open_in_ours(spec: str) -> Backend | None:
     if folder is None:
         return None
     hf_config = read_config(folder)
-    config = supported_config(hf_config)
-    if config is None:
+    if supported_config(hf_config) is None:
         return None
     safetensors_files(folder)  # refuses pickle-only folders before anything is read
     try:
         tokenizer = load_tokenizer(folder)
     except (FileNotFoundError, ValueError, OSError) as error:
         raise ModelError(f"hf:{spec} has no usable tokenizer ({error}); expected tokenizer.json") from None
-    model = Transformer(config)
-    ARCHITECTURES[hf_config["model_type"]][1](model, read_safetensors(folder), hf_config)
-    return OursDecoderBackend(f"hf:{spec}", model.eval(), tokenizer, hf_config["model_type"])
+    architecture = hf_config["model_type"]
+    model = ARCHITECTURES[architecture][1](hf_config, read_safetensors(folder))
+    saved_as = (hf_config.get("architectures") or [BASE_MODELS.get(architecture, "a base model")])[0]
+    return OursDecoderBackend(f"hf:{spec}", model, tokenizer, architecture, saved_as)
 
 
 class OursDecoderBackend(Backend):
-    """A decoder-only checkpoint in our Transformer, with its own tokenizer; every hook kind."""
+    """A decoder-only checkpoint in our Transformer, with its own tokenizer; every hook kind, head
+    ablation, and log p(next token) when the checkpoint has its LM head."""
 
     shape = "decoder-only"
     kinds = KINDS
+    can_ablate = True
 
-    def __init__(self, name: str, model: Transformer, tokenizer: Tokenizer, architecture: str) -> None:
+    def __init__(
+        self, name: str, model: Transformer, tokenizer: Tokenizer, architecture: str, saved_as: str = ""
+    ) -> None:
         self.name = name
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.architecture = architecture
         self.max_tokens = min(model.config.max_len, MAX_TOKENS_CAP)
+        if model.decoder.generator is None:
+            self.no_next_token = f"this checkpoint has no LM head (saved as {saved_as}): next-token views need one"
 
     def tokenize(self, text: str) -> tuple[Tokens, int]:
         tokens, dropped = tokenize(self.tokenizer, check_text(text), self.max_tokens)
@@ -104,13 +117,48 @@ class OursDecoderBackend(Backend):
         self, text: str, target: str | None = None, kinds: Collection[str] | None = ("pattern",)
     ) -> AttentionResult:
         """One forward of our decoder with capture (``kinds=None``: every kind)."""
+        return self._capture(text, target, kinds, None)[0]
+
+    def forward(
+        self,
+        text: str,
+        target: str | None = None,
+        kinds: Collection[str] | None = ("pattern",),
+        ablation: Ablation | None = None,
+    ) -> tuple[AttentionResult, Outputs]:
+        """:meth:`run` without ``ablation``'s heads, plus the final hidden states and, with an LM head,
+        log p(token t+1 | tokens ..t) at every position but the last."""
+        result, hidden, ids = self._capture(text, target, kinds, ablation)
+        following = None if self.no_next_token else self._following(hidden, ids).numpy()
+        return result, Outputs(hidden.float().numpy(), following)
+
+    def _capture(
+        self, text: str, target: str | None, kinds: Collection[str] | None, ablation: Ablation | None
+    ) -> tuple[AttentionResult, torch.Tensor, torch.Tensor]:
         if target is not None:
             raise ModelError(f"{self.name} is decoder-only: it takes no target text")
         tokens, dropped = self.tokenize(text)
         ids = torch.tensor([tokens.ids])  # (1, T)
-        with torch.inference_mode(), capture(kinds=kinds) as recorded:
-            self.model(ids)
-        return AttentionResult.from_recorder(self.name, tokens, recorded, meta=self.meta(dropped))
+        meta = self.meta(dropped)
+        if ablation is not None:
+            meta["ablation"] = ablation.to_dict()
+        with torch.inference_mode(), ablation_context(self.model, ablation), capture(kinds=kinds) as recorded:
+            hidden = self.model(ids)  # (1, T, d_model)
+        return AttentionResult.from_recorder(self.name, tokens, recorded, meta=meta), hidden[0], ids[0]
+
+    def _following(self, hidden: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """``(T - 1,)`` log p(ids[t + 1] | ids[..t]), from ``hidden`` ``(T, d_model)``."""
+        parts = []
+        with torch.inference_mode():
+            for start in range(0, len(ids) - 1, LOGIT_ROWS):
+                rows = slice(start, min(start + LOGIT_ROWS, len(ids) - 1))
+                logits = self.model.logits(hidden[rows]).float()  # (rows, vocab)
+                chosen = logits.gather(-1, ids[rows.start + 1 : rows.stop + 1, None])[:, 0]
+                parts.append(chosen - logits.logsumexp(-1))
+        return torch.cat(parts) if parts else torch.empty(0)
+
+    def output_projection(self, group: Group, layer: int) -> np.ndarray | None:
+        return output_projection(self.model, group, layer)
 
     @property
     def can_read_long(self) -> bool:  # type: ignore[override]

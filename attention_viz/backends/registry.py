@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..access import hf_source
+from ..access import check_folder_files, hf_source
 from ..errors import ModelError
 from ..model_cache import ModelCache
 from ..trained.shipped import CAPTIONER_FILES, TRANSFORMER_FILES
@@ -155,6 +155,8 @@ def _load(name: str) -> Backend:
         from .hub import local_folder
 
         local_folder(spec)  # a hub id not cached while downloads are off fails here, before torch is imported
+        if Path(spec).expanduser().is_dir():  # a folder (hub snapshots link into the cache's blobs by design)
+            check_folder_files(spec)  # inside the operator's roots, its files too, not only the folder
         from .ours_decoder import open_in_ours  # architectures we implement run in our own model
 
         ours = open_in_ours(spec)
