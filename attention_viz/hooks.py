@@ -1,35 +1,67 @@
-"""Named hook points and per-call capture.
+"""Named hook points, and the one way to reach inside a forward: per-call interventions.
 
-A :class:`HookPoint` is an identity module placed wherever a tensor is worth seeing (q, k, v,
-scores, pattern, context of every attention). Its name is its path in the module tree, e.g.
-``encoder.layers.3.self_attn.pattern``, assigned by :func:`name_hook_points`, never typed by hand.
+A :class:`HookPoint` is an identity module placed wherever a tensor is worth seeing or changing (q,
+k, v, scores, pattern and context of every attention, the residual stream entering every layer).
+Its name is its path in the module tree, e.g. ``encoder.layers.3.self_attn.pattern``, assigned by
+:func:`name_hook_points`, never typed by hand.
 
-One model object serves every browser session at once, so recording must not go through state on
-the modules (torch forward hooks are shared by all threads). Instead :func:`capture` installs a
-recorder in a :class:`contextvars.ContextVar`: each thread (and each asyncio task) sees only its
-own recorder, and the ``finally`` of the context manager removes it even when the forward raises.
-Outside a capture a hook point costs one ContextVar lookup.
+One model object serves every browser session at once, so nothing may go through state on the
+modules (torch forward hooks are shared by all threads). :func:`intervene` installs a list of
+``(hook name, function)`` pairs in a :class:`contextvars.ContextVar`: each thread (and each asyncio
+task) sees only its own, and the ``finally`` of the context manager removes them even when the
+forward raises. At a hook point each function gets the tensor and the hook point and returns None
+(it only reads) or a tensor of the same shape that replaces it downstream (TransformerLens's
+``run_with_hooks(fwd_hooks=[(name, fn)])``). :func:`capture` (reading) and :func:`ablate`
+(replacing heads' outputs) are two uses of it; activation patching and value zeroing are others.
+Outside any intervention a hook point costs one ContextVar lookup.
 """
 
 from __future__ import annotations
 
 import contextvars
 import fnmatch
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
 from torch import nn
 
-from .names import KINDS  # noqa: F401  (defined without torch: the CLI checks --kinds before loading it)
+from .names import KINDS, LAYER_KINDS  # (defined without torch: the CLI checks --kinds before loading it)
 
-_active_recorder: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
-    "attention_viz_recorder", default=None
-)
+HookFn = Callable[[torch.Tensor, "HookPoint"], "torch.Tensor | None"]
+# where a function applies: an exact hook name, a glob (``encoder.layers.*.self_attn.context``), or
+# a predicate on the name
+Where = str | Callable[[str], bool]
+
+
+class Interventions:
+    """The pairs of one :func:`intervene` block. ``observe``: a capture's frame, whose functions
+    run after every replacing one, so a capture records exactly what flows on downstream."""
+
+    def __init__(self, fwd_hooks: Sequence[tuple[Where, HookFn]], observe: bool = False) -> None:
+        self.fwd_hooks = list(fwd_hooks)
+        self.observe = observe
+        self._by_name: dict[str, tuple[HookFn, ...]] = {}  # each name matched once per block
+
+    def at(self, name: str) -> tuple[HookFn, ...]:
+        functions = self._by_name.get(name)
+        if functions is None:
+            functions = self._by_name[name] = tuple(fn for where, fn in self.fwd_hooks if _matches(where, name))
+        return functions
+
+
+def _matches(where: Where, name: str) -> bool:
+    if callable(where):
+        return bool(where(name))
+    return where == name or fnmatch.fnmatchcase(name, where)
+
+
+_active: contextvars.ContextVar[tuple[Interventions, ...]] = contextvars.ContextVar("attention_viz_hooks", default=())
 
 
 class HookPoint(nn.Module):
-    """Identity module; inside a :func:`capture` it hands its input to the active recorder."""
+    """Identity module; inside :func:`intervene` (or :func:`capture`) it hands its input to this
+    call's functions for its name and passes on what they return."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -40,16 +72,45 @@ class HookPoint(nn.Module):
         return self.name.rsplit(".", 1)[-1]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        recorder = _active_recorder.get()
-        if recorder is not None:
-            recorder.offer(self.name, x)
+        frames = _active.get()
+        if not frames:
+            return x
+        for observing in (False, True):  # replacements first; captures then see the final tensor
+            for frame in frames:
+                if frame.observe != observing:
+                    continue
+                for fn in frame.at(self.name):
+                    replaced = fn(x, self)
+                    if replaced is not None:
+                        if observing:
+                            raise RuntimeError(f"a capture may not replace {self.name}")
+                        if replaced.shape != x.shape:
+                            raise ValueError(f"{self.name}: a replacement of shape {tuple(replaced.shape)} "
+                                             f"for a tensor of shape {tuple(x.shape)}")
+                        x = replaced
         return x
 
     def wanted(self) -> bool:
-        """Whether this thread's capture records this point: lets a module skip keeping a tensor
-        that nobody will read (the attention scores, 1 MB per head at 512 tokens)."""
-        recorder = _active_recorder.get()
-        return recorder is not None and recorder.wants(self.name)
+        """Whether any function of this call listens here: lets a module skip keeping a tensor that
+        nobody will read (the attention scores, one (T, T) array per head)."""
+        return any(frame.at(self.name) for frame in _active.get())
+
+
+@contextmanager
+def intervene(fwd_hooks: Sequence[tuple[Where, HookFn]]) -> Iterator[None]:
+    """Run each ``(where, fn)`` at the hook points it names during the ``with`` block, for this
+    thread/task only. Blocks nest: an outer block's functions run before an inner one's."""
+    token = _active.set(_active.get() + (Interventions(fwd_hooks),))
+    try:
+        yield
+    finally:
+        _active.reset(token)
+
+
+def run_with_hooks(model: nn.Module, *args: object, fwd_hooks: Sequence[tuple[Where, HookFn]], **kwargs: object):
+    """``model(*args, **kwargs)`` with ``fwd_hooks`` active for this one call."""
+    with intervene(fwd_hooks):
+        return model(*args, **kwargs)
 
 
 def name_hook_points(root: nn.Module) -> list[str]:
@@ -67,10 +128,10 @@ class Recorder:
     keeps every call, in order."""
 
     def __init__(self, kinds: Collection[str] | None, names: Collection[str] | None) -> None:
-        unknown = set(kinds or ()) - set(KINDS)
+        unknown = set(kinds or ()) - set(KINDS) - set(LAYER_KINDS)
         if unknown:
-            raise ValueError(f"unknown hook kinds {sorted(unknown)}; choose from {KINDS}")
-        self.kinds = None if kinds is None else frozenset(kinds)
+            raise ValueError(f"unknown hook kinds {sorted(unknown)}; choose from {KINDS + LAYER_KINDS}")
+        self.kinds = frozenset(KINDS) if kinds is None else frozenset(kinds)  # None: every attention tensor
         self.names = None if names is None else tuple(names)
         self.calls: dict[str, list[torch.Tensor]] = {}
         self._wanted: dict[str, bool] = {}  # name → decision, so each name is matched once
@@ -78,7 +139,7 @@ class Recorder:
     def wants(self, name: str) -> bool:
         decision = self._wanted.get(name)
         if decision is None:
-            kind_ok = self.kinds is None or name.rsplit(".", 1)[-1] in self.kinds
+            kind_ok = name.rsplit(".", 1)[-1] in self.kinds
             name_ok = self.names is None or any(fnmatch.fnmatchcase(name, n) for n in self.names)
             decision = self._wanted[name] = kind_ok and name_ok
         return decision
@@ -86,6 +147,10 @@ class Recorder:
     def offer(self, name: str, tensor: torch.Tensor) -> None:
         if self.wants(name):
             self.calls.setdefault(name, []).append(tensor.detach())
+
+    def record(self, tensor: torch.Tensor, hook: HookPoint) -> None:
+        """The capture's intervention function: keeps the tensor, replaces nothing."""
+        self.calls.setdefault(hook.name, []).append(tensor.detach())
 
     def __contains__(self, name: str) -> bool:
         return name in self.calls
@@ -108,34 +173,35 @@ class Recorder:
 def capture(
     kinds: Collection[str] | None = ("pattern",), names: Collection[str] | None = None
 ) -> Iterator[Recorder]:
-    """Record hook points during the ``with`` block, for this thread/task only.
+    """Record hook points during the ``with`` block, for this thread/task only: an intervention
+    whose one function reads.
 
     ``kinds``: which tensors (default the softmax patterns only; ``None`` = all of :data:`KINDS`).
     ``names``: optional glob patterns on hook names, e.g. ``["encoder.layers.0.*"]``.
     Captures do not nest: the inner one would silently steal the outer one's tensors.
     """
-    if _active_recorder.get() is not None:
+    if capture_active():
         raise RuntimeError("a capture is already active in this context")
     recorder = Recorder(kinds, names)
-    token = _active_recorder.set(recorder)
+    frame = Interventions([(recorder.wants, recorder.record)], observe=True)
+    token = _active.set(_active.get() + (frame,))
     try:
         yield recorder
     finally:
-        _active_recorder.reset(token)
+        _active.reset(token)
 
 
 def capture_active() -> bool:
     """True inside a :func:`capture` of the current thread/task (tests check it is gone after)."""
-    return _active_recorder.get() is not None
+    return any(frame.observe for frame in _active.get())
 
 
-# -- head ablation ------------------------------------------------------------------------------
-# Same per-call rule as capture: the heads to remove live in a ContextVar, never on the modules,
-# so two sessions ablating different heads of one shared model never see each other's choice.
+def interventions_active() -> bool:
+    """True while any :func:`intervene` or :func:`capture` block is open in this thread/task."""
+    return bool(_active.get())
 
-_active_ablation: contextvars.ContextVar[dict[str, HeadRemoval] | None] = contextvars.ContextVar(
-    "attention_viz_ablation", default=None
-)
+
+# -- head ablation: one use of intervene ---------------------------------------------------------
 
 
 class HeadRemoval:
@@ -151,7 +217,7 @@ class HeadRemoval:
             raise ValueError(f"one replacement row per removed head expected, got {tuple(replacement.shape)}")
         self.replacement = replacement
 
-    def apply(self, context: torch.Tensor) -> torch.Tensor:
+    def apply(self, context: torch.Tensor, hook: HookPoint | None = None) -> torch.Tensor:
         """context (B, h, T, d_k) → a new tensor with the removed heads replaced (the input is untouched)."""
         removed = torch.zeros(context.size(1), dtype=torch.bool, device=context.device)
         removed[list(self.heads)] = True
@@ -164,25 +230,9 @@ class HeadRemoval:
 
 @contextmanager
 def ablate(removals: dict[str, HeadRemoval]) -> Iterator[None]:
-    """Remove heads during the ``with`` block, for this thread/task only.
-
-    ``removals``: context hook name (``encoder.layers.2.self_attn.context``) → :class:`HeadRemoval`.
-    The attention hands the replaced context to its ``context`` hook point and to the output
-    projection, so a capture records exactly what ``W_O`` received.
-    """
-    if _active_ablation.get() is not None:
-        raise RuntimeError("an ablation is already active in this context")
-    token = _active_ablation.set(dict(removals))
-    try:
+    """Remove heads during the ``with`` block, for this thread/task only: each removal replaces its
+    attention's ``context`` (the heads' outputs before ``W_O``), keyed by that hook's name
+    (``encoder.layers.2.self_attn.context``). The output projection reads the replaced context, and
+    a capture records exactly what ``W_O`` received."""
+    with intervene([(name, removal.apply) for name, removal in removals.items()]):
         yield
-    finally:
-        _active_ablation.reset(token)
-
-
-def ablated(name: str, context: torch.Tensor) -> torch.Tensor:
-    """``context`` with this call's removed heads of attention ``name`` replaced (itself when none)."""
-    removals = _active_ablation.get()
-    if removals is None:
-        return context
-    removal = removals.get(name)
-    return context if removal is None else removal.apply(context)

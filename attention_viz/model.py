@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import causal_mask, kv_groups, scaled_dot_product_attention, sliding_window_mask
-from .hooks import HookPoint, ablated, name_hook_points
+from .attention import causal_mask, kv_groups, masked_softmax, repeat_kv, scaled_dot_product_attention, sliding_window_mask
+from .hooks import HookPoint, name_hook_points
 from .positional import LearnedEncoding, RotaryEmbedding, SinusoidalEncoding, rotary_dims
 
 Shape = Literal["encoder-only", "decoder-only", "encoder-decoder"]
@@ -180,6 +180,10 @@ class MultiHeadAttention(nn.Module):
         self.q, self.k, self.v = HookPoint(), HookPoint(), HookPoint()
         self.scores, self.pattern, self.context = HookPoint(), HookPoint(), HookPoint()
 
+    def _mix(self, pattern: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """The weighted sum of the values, for weights an intervention replaced."""
+        return pattern @ repeat_kv(v, self.h // self.h_kv)  # (B, h, Tq, d_k)
+
     def split_heads(self, x: torch.Tensor, heads: int | None = None) -> torch.Tensor:
         batch, length, _ = x.shape
         return x.view(batch, length, heads or self.h, self.d_k).transpose(1, 2)  # (B, heads, T, d_k)
@@ -199,11 +203,17 @@ class MultiHeadAttention(nn.Module):
         context, pattern, scores = scaled_dot_product_attention(
             q, k, v, mask, dropout=dropout, keep_scores=keep_scores
         )
+        # Each hook point may replace its tensor (hooks.intervene); what comes after then follows
+        # from the replacement: new scores → a new softmax, new weights → a new mix of the values.
         if scores is not None:
-            self.scores(scores)  # (B, h, Tq, Tk)
-        self.pattern(pattern)  # (B, h, Tq, Tk)
-        # an ablated head's context is replaced before the hook, so the capture sees what W_O gets
-        context = self.context(ablated(self.context.name, context))  # (B, h, Tq, d_k)
+            new_scores = self.scores(scores)  # (B, h, Tq, Tk)
+            if new_scores is not scores:
+                _, pattern = masked_softmax(new_scores, mask)
+                context = self._mix(pattern, v)
+        new_pattern = self.pattern(pattern)  # (B, h, Tq, Tk)
+        if new_pattern is not pattern:
+            context = self._mix(new_pattern, v)
+        context = self.context(context)  # (B, h, Tq, d_k): the heads' outputs, what W_O reads
         batch, _, length, _ = context.shape
         concat = context.transpose(1, 2).reshape(batch, length, self.h * self.d_k)  # (B, Tq, d_model)
         return self.w_o(concat)
@@ -273,8 +283,10 @@ class EncoderLayer(nn.Module):
         self.self_attn = self_attention(config)
         self.feed_forward = feed_forward(config) if config.feed_forward else None
         self.sublayers = sublayers(config, 2 if config.feed_forward else 1)
+        self.resid_pre = HookPoint()  # the residual stream entering the layer
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        x = self.resid_pre(x)  # (B, T, d_model)
         x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, mask))
         return x if self.feed_forward is None else self.sublayers[1](x, self.feed_forward)
 
@@ -294,6 +306,7 @@ class DecoderLayer(nn.Module):
         self.feed_forward = feed_forward(c) if c.feed_forward else None
         self.sublayers = sublayers(c, (3 if cross_attention else 2) - (not c.feed_forward))
         self.parallel_residual = c.parallel_residual
+        self.resid_pre = HookPoint()  # the residual stream entering the layer
 
     def forward(
         self,
@@ -302,6 +315,7 @@ class DecoderLayer(nn.Module):
         memory: torch.Tensor | None = None,
         src_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        x = self.resid_pre(x)  # (B, T, d_model)
         if self.parallel_residual:
             attn, ffn = self.sublayers
             y, z = attn.norm(x), ffn.norm(x)

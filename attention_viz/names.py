@@ -17,6 +17,8 @@ CROSS: Group = ("decoder", "cross_attn")
 GROUPS: tuple[Group, ...] = (ENCODER_SELF, DECODER_SELF, CROSS)  # the order views list them in
 KINDS = ("q", "k", "v", "scores", "pattern", "context")  # what a hook point of an attention captures
 
+LAYER_KINDS = ("resid_pre",)  # hook points of a whole layer: the residual stream entering it
+_LAYER_NAME = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(\w+)$")
 _NAME = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(self_attn|cross_attn)\.(\w+)$")
 
 
@@ -35,3 +37,19 @@ def parse_hook_name(name: str) -> tuple[Group, int, str]:
         raise ValueError(f"not an attention hook name: {name!r}")
     part, layer, attn, kind = match.groups()
     return (part, attn), int(layer), kind
+
+
+def layer_hook_name(part: str, layer: int, kind: str = "resid_pre") -> str:
+    """("decoder", 3) → ``decoder.layers.3.resid_pre``: the residual stream entering that layer."""
+    if part not in ("encoder", "decoder") or kind not in LAYER_KINDS:
+        raise ValueError(f"not a layer hook: {part} {kind}")
+    return f"{part}.layers.{int(layer)}.{kind}"
+
+
+def parse_layer_hook_name(name: str) -> tuple[str, int, str]:
+    """``decoder.layers.3.resid_pre`` → ("decoder", 3, "resid_pre")."""
+    match = _LAYER_NAME.match(name)
+    if match is None or match.group(3) not in LAYER_KINDS:
+        raise ValueError(f"not a layer hook name: {name!r}")
+    part, layer, kind = match.groups()
+    return part, int(layer), kind
