@@ -88,3 +88,22 @@ def test_the_sidebar_says_which_implementation_runs(folders, model, expected):
     captions = [c.value for c in at.sidebar.caption]
     assert IMPLEMENTATIONS[expected] in captions
     assert all(note not in captions for key, note in IMPLEMENTATIONS.items() if key != expected)
+
+
+def test_what_cannot_run_says_where_it_runs(folders, tmp_path, capsys):
+    """hf: Llama runs in ours, so it removes heads and gives value norms; a folder in transformers
+    is refused saying so; a model of ours without heads is refused without blaming transformers."""
+    llama = load_backend(f"hf:{folders / 'llama'}")
+    result, _ = llama.forward("the cat sat on the mat", ablation=Ablation(((("decoder", "self_attn"), 0, 1),)))
+    assert result.meta["implementation"] == "ours" and llama.can_ablate
+    out = tmp_path / "r.npz"
+    assert main(["run", "--model", f"hf:{folders / 'llama'}", "--text", "the cat sat", "--value-norms", "--ablate", "1.0",
+                 "--out", str(out)]) == 0
+    assert AttentionResult.load_npz(out).meta["implementation"] == "ours"
+    bert = f"hf:{folders / 'bert'}"
+    for flag in (["--ablate", "0.0"], ["--value-norms"]):
+        assert main(["run", "--model", bert, "--text", "the cat sat", *flag, "--out", str(out)]) == 2
+        assert "runs in transformers" in capsys.readouterr().err
+    assert "runs in transformers" in str(load_backend(bert).ablation_refusal())
+    captioner = load_backend("show-attend-tell")
+    assert captioner.implementation == "ours" and "transformers" not in str(captioner.ablation_refusal())
