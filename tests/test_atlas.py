@@ -23,7 +23,7 @@ from attention_viz.atlas.neighbors import Neighbors
 from attention_viz.atlas.pipeline import build_atlas
 from attention_viz.atlas.sources import Source
 from attention_viz.atlas.stats import STATS, relation_predictions, sentence_stats, token_kinds
-from attention_viz.atlas.store import Atlas, read_sample, vectors
+from attention_viz.atlas.store import Atlas, read_sample, truncation_note, vectors
 from attention_viz.backends.registry import load_backend
 from attention_viz.cli import main
 from attention_viz.errors import ModelError
@@ -161,7 +161,7 @@ def test_empty_or_unreadable_corpus_is_one_clear_error(tmp_path, capsys):
         assert "Traceback" not in err and not (tmp_path / (name + ".atlas")).exists()
 
 
-def test_grouped_query_hf_model_over_a_folder_corpus_with_a_long_line(ray_address, tmp_path, capsys):
+def test_grouped_query_hf_model_over_a_folder_corpus_with_a_long_line(ray_address, tmp_path, capsys, monkeypatch):
     """A tiny random Llama folder with 4 query heads and 2 KV heads (keys are stored per KV head), a
     corpus folder of two files, one line far past the model's limit (cut there, and said so)."""
     from test_ours_decoder import WORDS, save
@@ -195,6 +195,15 @@ def test_grouped_query_hf_model_over_a_folder_corpus_with_a_long_line(ray_addres
     assert np.allclose(vectors(sample, "k_1")[rows], k.transpose(1, 0, 2).reshape(len(rows), -1), atol=2e-2, rtol=1e-2)
     assert vectors(sample, "q_1").shape[1] == 4 * 8
     assert joint_embedding(out, 1, 3, "pca").n == sample.num_rows  # query head 3 reads KV head 1
+    # the atlas page says it in one sentence
+    from apphelpers import plain
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv(ATLAS_ROOT_ENV, str(out.parent))
+    at = AppTest.from_function(_page, args=(out.name,), default_timeout=180).run()
+    assert not at.exception, at.exception
+    assert [plain(c.value) for c in at.caption if "longer than the model reads" in c.value] == [
+        truncation_note(document["truncated"])]
 
 
 def test_a_worker_failure_says_the_workers_own_error(ray_address, tmp_path, capsys):
