@@ -56,8 +56,6 @@ def run(backend: Backend, args: argparse.Namespace) -> AttentionResult:
         raise ModelError(f"{backend.name} cannot give value-weighted norms: {why}; they need multi-head attention that "
                          "runs in our own Transformer")
     if args.ablate:
-        if backend.no_next_token:  # what --ablate reports for a decoder is its next-token loss
-            raise ModelError(f"{backend.name}: {backend.no_next_token}")
         from .head_effects import make_ablation
 
         ablation = make_ablation(backend, parse_heads(args.ablate, default_group(backend)), args.ablation)

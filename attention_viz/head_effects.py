@@ -30,7 +30,6 @@ from .analysis.ablation import (
 )
 from .analysis.focus import top_heads
 from .backends.base import Backend, Outputs
-from .errors import ModelError
 from .names import ENCODER_SELF
 from .result import AttentionResult
 
@@ -89,8 +88,6 @@ def compare(
     the ablated model, so each of its words has a log-probability before and after."""
     if not backend.can_ablate:
         raise backend.ablation_refusal()
-    if backend.no_next_token:  # a decoder's effect is its next-token loss
-        raise ModelError(f"{backend.name}: {backend.no_next_token}")
     before, outputs_before = backend.forward(text, target, kinds)
     after, outputs_after = backend.forward(text, target, kinds, ablation=ablation)
     forced = None

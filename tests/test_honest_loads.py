@@ -47,7 +47,7 @@ from attention_viz.errors import ModelError
 from attention_viz.head_effects import compare
 from attention_viz.analysis.ablation import Ablation
 from attention_viz.model_cache import ModelCache
-from attention_viz.names import DECODER_SELF, ENCODER_SELF, hook_name
+from attention_viz.names import DECODER_SELF, ENCODER_SELF
 from attention_viz.result import AttentionResult
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -204,15 +204,17 @@ def test_a_bare_decoder_runs_in_ours_with_transformers_patterns(folders, archite
     assert {"layers.0.input_layernorm.weight"} <= names
     backend = registry.load_backend(f"hf:{folder}")
     assert isinstance(backend, OursDecoderBackend)
-    result, outputs = backend.forward(TEXT, kinds=None)
-    assert result.meta["implementation"] == "ours" and outputs.log_probs is None
+    result = backend.run(TEXT, kinds=None)
+    assert result.meta["implementation"] == "ours"
+    ids = torch.tensor([result.tokens.ids])
     theirs = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
     with torch.inference_mode():
-        expected = theirs(torch.tensor([result.tokens.ids]), output_attentions=True)
+        expected = theirs(ids, output_attentions=True)
+        hidden = backend.model(ids)  # the checkpoint's every weight at work, final norm included
     assert len(expected.attentions) == 2
     for layer, attention in enumerate(expected.attentions):
         assert np.abs(result.pattern(DECODER_SELF, layer) - attention[0].numpy()).max() <= 1e-5
-    assert np.abs(outputs.hidden - expected.last_hidden_state[0].numpy()).max() <= 1e-4
+    assert np.abs(hidden.numpy() - expected.last_hidden_state.numpy()).max() <= 1e-4
 
 
 @pytest.mark.parametrize("architecture", ["llama", "gpt_neox"])

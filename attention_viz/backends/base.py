@@ -64,9 +64,6 @@ class Backend(ABC):
     max_tokens: int  # longest input, special tokens included
     kinds: tuple[str, ...]  # which hook kinds this backend can capture
     can_ablate: bool = False  # whether forward() can remove heads (our own Transformer only)
-    # why this decoder cannot give next-token log-probabilities (a checkpoint saved without its LM
-    # head), the one sentence every view that needs them shows; None when it can, or is no decoder
-    no_next_token: str | None = None
     # whose code runs the forward: "ours" (model.py, the trained models) or "transformers"; every
     # result's meta["implementation"] says the same
     implementation: str = "ours"

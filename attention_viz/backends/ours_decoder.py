@@ -9,7 +9,7 @@ Anything else — other architectures, rotary scaling, unknown activations — r
 
 A checkpoint saved as the bare model (``LlamaModel``, ``Qwen2Model``, ``MistralModel``,
 ``GPTNeoXModel``: how embedding models ship) has no LM head: it runs here all the same, and what
-needs next-token logits (an ablation's loss) says so in one sentence (``no_next_token``).
+needs next-token logits (an ablation's loss, :meth:`OursDecoderBackend.forward`) says so in one sentence.
 
 The tokenizer is the folder's own, read by the ``tokenizers`` library (``tokenizer.json``, or
 GPT-2's ``vocab.json`` + ``merges.txt``). Nothing here touches the network.
@@ -106,8 +106,9 @@ class OursDecoderBackend(Backend):
         self.tokenizer = tokenizer
         self.architecture = architecture
         self.max_tokens = min(model.config.max_len, MAX_TOKENS_CAP)
-        if model.decoder.generator is None:
-            self.no_next_token = f"this checkpoint has no LM head (saved as {saved_as}): next-token views need one"
+        # what forward() says instead of next-token log-probs (the outputs an ablation is measured on)
+        self._no_head = None if model.decoder.generator is not None else (
+            f"{name}: this checkpoint has no LM head (saved as {saved_as}): next-token views need one")
 
     def tokenize(self, text: str) -> tuple[Tokens, int]:
         tokens, dropped = tokenize(self.tokenizer, check_text(text), self.max_tokens)
@@ -126,11 +127,12 @@ class OursDecoderBackend(Backend):
         kinds: Collection[str] | None = ("pattern",),
         ablation: Ablation | None = None,
     ) -> tuple[AttentionResult, Outputs]:
-        """:meth:`run` without ``ablation``'s heads, plus the final hidden states and, with an LM head,
-        log p(token t+1 | tokens ..t) at every position but the last."""
+        """:meth:`run` without ``ablation``'s heads, plus the final hidden states and log p(token t+1 |
+        tokens ..t) at every position but the last: a ModelError for a checkpoint without its LM head."""
+        if self._no_head:
+            raise ModelError(self._no_head)
         result, hidden, ids = self._capture(text, target, kinds, ablation)
-        following = None if self.no_next_token else self._following(hidden, ids).numpy()
-        return result, Outputs(hidden.float().numpy(), following)
+        return result, Outputs(hidden.float().numpy(), self._following(hidden, ids).numpy())
 
     def _capture(
         self, text: str, target: str | None, kinds: Collection[str] | None, ablation: Ablation | None
