@@ -9,6 +9,9 @@ Parquet shards, then the atlas is finished (sample, neighbour indexes, manifest)
 3. :func:`attention_viz.atlas.finish.finish` keeps the capped token sample, builds the faiss
    indexes and writes the manifest with ``complete: true``.
 
+The folder is claimed first (:func:`~attention_viz.atlas.layout.claim`): a build writes and removes
+only in a folder it made, marked so, never in someone else's.
+
 A killed build leaves complete shards (and perhaps one torn file, dropped on resume); ``resume``
 runs only the records no shard holds. Which sentences are sampled depends only on the record's line
 number (a hash) and the corpus size, so a resumed atlas equals an uninterrupted one.
@@ -272,8 +275,9 @@ def build_atlas(
         if not resume:
             raise ModelError(f"{out} already holds an atlas: pass --resume to finish it, or choose another --out")
         if previous is not None and previous.get("schema_version") != layout.SCHEMA_VERSION:
-            raise ModelError(f"{out} holds an atlas of an older version: build a new one in another folder")
-        if previous is not None and (previous.get("model"), previous.get("corpus", {}).get("sha256")) != (model, digest):
+            raise ModelError(f"{out} holds an atlas of another version: build a new one in another folder")
+        corpus_of = previous.get("corpus") if previous is not None else None
+        if previous is not None and (previous.get("model"), isinstance(corpus_of, dict) and corpus_of.get("sha256")) != (model, digest):
             raise ModelError(f"{out} holds an atlas of {previous.get('model')} on another corpus: it cannot be resumed with this one")
     created = not out.exists()
     layout.claim(out)  # before anything is written or removed: never in someone else's folder

@@ -43,11 +43,16 @@ def _head_map(folder: str, built: str):
     return head_map(Atlas.open(folder).js_matrix())
 
 
-def _build_panel(model: str, folder: Path) -> None:
+def _named(message: object, folder: Path, name: str) -> str:
+    """A message about the atlas folder with the atlas's name in place of its path on the server."""
+    return str(message).replace(str(folder), name)
+
+
+def _build_panel(model: str, folder: Path, name: str) -> None:
     try:
         status = _builds().status(folder)
     except ModelError as error:  # a manifest that is not one
-        plain.error(error)
+        plain.error(_named(error, folder, name))
         return
     if status.state == "running":
         st.progress(status.done / status.total if status.total else 0.0,
@@ -55,13 +60,13 @@ def _build_panel(model: str, folder: Path) -> None:
         st.button("Refresh", key="atlas_refresh")
         return
     if status.state == "failed":
-        plain.error(f"The build stopped: {status.message}")
+        plain.error(f"The build stopped: {_named(status.message, folder, name)}")
     label = "Resume the build" if status.done else f"Build the probes atlas of {model}"
     if st.button(label, key="atlas_build"):
         try:
             _builds().start(model, "probes", folder)
         except ModelError as error:  # a folder in the root that a build did not make: left as it is
-            plain.error(error)
+            plain.error(_named(error, folder, name))
             return
         st.rerun()
 
@@ -96,7 +101,7 @@ def render(result: AttentionResult) -> None:
     if summary is None:
         plain.info(f"No finished atlas named {name} yet. Build one here (probes, ~1 min per 1,000 sentences on "
                    "2 cores) or with `python -m attention_viz atlas build`.")
-        _build_panel(model, folder)
+        _build_panel(model, folder, name)
         return
     plain.caption(f"{atlas.manifest['model']} on {atlas.manifest['corpus']['source']}: {summary['sentences']} sentences, "
                   f"{len(summary['skipped'])} skipped, {summary['tokens']} tokens")
