@@ -5,7 +5,7 @@ import torch
 
 from attention_viz.errors import ModelError
 from attention_viz.backends.registry import MODELS
-from attention_viz.weights.bert import bert_config, build_bert
+from attention_viz.weights.bert import bert_config, bert_key_map, build_bert
 from attention_viz.weights.safetensors_io import read_config, read_safetensors
 
 
@@ -27,6 +27,19 @@ def test_missing_tensor_is_named(checkpoint):
     broken = {k: v for k, v in tensors.items() if k != "encoder.layer.3.attention.self.key.weight"}
     with pytest.raises(ModelError, match=r"missing encoder\.layer\.3\.attention\.self\.key\.weight"):
         build_bert(config, broken)
+
+
+def test_a_checkpoint_of_another_model_names_the_first_five_and_counts_the_rest(checkpoint):
+    config, _ = checkpoint
+    other = {f"h.{i}.attn.c_attn.weight": torch.zeros(1) for i in range(8)}
+    with pytest.raises(ModelError) as error:
+        build_bert(config, other)
+    message = str(error.value)
+    assert "missing embeddings.LayerNorm.bias, embeddings.LayerNorm.weight, " in message
+    assert f"and {len(bert_key_map(6)) - 5} more" in message  # every tensor of the model, five named
+    assert "unexpected h.0.attn.c_attn.weight, h.1.attn.c_attn.weight, h.2.attn.c_attn.weight, " \
+           "h.3.attn.c_attn.weight, h.4.attn.c_attn.weight and 3 more" in message
+    assert "\n" not in message
 
 
 def test_unexpected_tensor_is_named(checkpoint):

@@ -171,6 +171,15 @@ def test_what_transformers_leaves_out_on_purpose_still_loads(folders, folder, mo
         assert np.abs(result.pattern(ENCODER_SELF, layer) - attention[0].numpy()).max() <= 1e-6
 
 
+def test_stale_buffers_of_old_checkpoints_still_load(tmp_path):
+    """A GPT-2 variant that runs in transformers (layer-scaled attention), with the causal-mask buffers
+    older GPT-2 checkpoints carry: transformers no longer has them, and they mean nothing."""
+    folder = save(tmp_path / "source", "gpt2", scale_attn_by_inverse_layer_idx=True)
+    old = rewrite(folder, tmp_path / "old", lambda t: t | {"transformer.h.0.attn.masked_bias": torch.tensor(-1e4),
+                                                          "transformer.h.0.attn.bias": torch.ones(1, 1, 64, 64)})
+    assert registry.load_backend(f"hf:{old}").run(TEXT).meta["implementation"] == "transformers"
+
+
 @pytest.mark.parametrize("architecture, tensor", [
     ("llama", "model.layers.1.self_attn.k_proj.weight"),
     ("gpt_neox", "gpt_neox.layers.0.attention.query_key_value.weight"),

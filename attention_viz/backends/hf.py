@@ -65,6 +65,9 @@ DEFAULT_MAX_TOKENS = 512  # when neither tokenizer nor config states a limit (T5
 MAX_TOKENS_CAP = 2048  # eager attention is quadratic, and a longer heatmap is unreadable anyway
 # A pooler turns the last layer's first token into a sentence vector after every attention has run.
 UNUSED_WHEN_MISSING = ("pooler.",)
+# Buffers older checkpoints saved beside the weights (causal masks, rotary frequencies, position ids):
+# computed now, never read, so left over without meaning anything.
+STALE_BUFFER = re.compile(r"(\.(attn|attention)\.(bias|masked_bias)|\.rotary_emb\.inv_freq|position_ids)$")
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 
 
@@ -91,10 +94,10 @@ def check_loading(name: str, model: PreTrainedModel, loading: dict) -> None:
 
     ``loading`` is ``from_pretrained``'s loading info. transformers itself has already left out what
     it re-ties (tied embeddings) or ignores (``_keys_to_ignore_on_load_*``, position_ids buffers).
-    Two kinds of difference remain harmless and pass: a pooler that is missing (it runs after every
-    attention and feeds nothing shown here; ``BertModel(add_pooling_layer=False)`` saves none), and
+    Three kinds of difference remain harmless and pass: a pooler that is missing (it runs after every
+    attention and feeds nothing shown here; ``BertModel(add_pooling_layer=False)`` saves none),
     unexpected tensors outside the model's own modules (the task head of a ``*ForMaskedLM`` or
-    ``*ForCausalLM`` checkpoint, loaded here as the bare model). Anything else — missing weights,
+    ``*ForCausalLM`` checkpoint, loaded here as the bare model), and stale buffers of old checkpoints. Anything else — missing weights,
     extra ones inside the model, mis-shaped ones — means transformers would run random weights.
     """
     own = {child for child, _ in model.named_children()} | {p for p, _ in model.named_parameters(recurse=False)}
@@ -104,7 +107,7 @@ def check_loading(name: str, model: PreTrainedModel, loading: dict) -> None:
         return key.removeprefix(prefix).split(".", 1)[0] in own
 
     missing = [key for key in loading["missing_keys"] if not key.startswith(UNUSED_WHEN_MISSING)]
-    unexpected = [key for key in loading["unexpected_keys"] if inside(key)]
+    unexpected = [key for key in loading["unexpected_keys"] if inside(key) and not STALE_BUFFER.search(key)]
     problems = [mismatch(missing, unexpected)] if missing or unexpected else []
     shapes = sorted(loading["mismatched_keys"])
     if shapes:
