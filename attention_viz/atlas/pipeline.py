@@ -178,7 +178,8 @@ def run_ray(model: str, out: Path, plan_: Plan, workers: int | None, worker_cpus
     dataset = ray.data.from_items([{"path": path} for path in files], override_num_blocks=len(files))
     # One reader at a time: a pending file reads in milliseconds, and each concurrent reader is a Ray
     # worker process of its own (~2 CPU-s to start) that the model workers wait behind on a small machine.
-    dataset = dataset.map_batches(read_pending, batch_size=1, batch_format="pyarrow", num_cpus=0.25, concurrency=1)
+    dataset = dataset.map_batches(read_pending, batch_size=1, batch_format="pyarrow", num_cpus=0.25,
+                                  compute=ray.data.TaskPoolStrategy(size=1))
     shards = dataset.map_batches(
         AtlasWorker,
         fn_constructor_kwargs={"model": model, "sample_below": plan_.sample_below, "js_below": plan_.js_below},
