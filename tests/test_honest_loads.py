@@ -8,6 +8,7 @@ ours; inside the operator's model roots a file linked out of the root is refused
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -300,3 +301,12 @@ def test_a_file_linked_out_of_the_root_is_refused_and_its_copy_loads(folders, tm
     assert registry.load_backend(f"hf:{root / 'copied'}").run(TEXT).meta["implementation"] == "ours"
     (root / "inner").symlink_to(root / "copied", target_is_directory=True)  # a link that stays inside is fine
     assert registry.load_backend("hf:inner").run(TEXT).meta["implementation"] == "ours"
+
+
+def test_a_shard_index_cannot_point_out_of_the_folder(folders, tmp_path):
+    folder = tmp_path / "sharded"
+    shutil.copytree(folders["llama"], folder)
+    (folder / "model.safetensors").rename(tmp_path / "elsewhere.safetensors")
+    weight_map = {name: "../elsewhere.safetensors" for name in load_file(tmp_path / "elsewhere.safetensors")}
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    assert "names shards outside the folder: ../elsewhere.safetensors" in refusal(f"hf:{folder}")

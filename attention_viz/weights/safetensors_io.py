@@ -67,7 +67,12 @@ def safetensors_files(folder: str | Path) -> list[Path]:
         weight_map = _read_json_object(index, what=SHARD_INDEX).get("weight_map")
         if not isinstance(weight_map, dict) or not weight_map:
             raise ModelError(f"{index} has no 'weight_map' naming the shard files")
-        shards = [folder / name for name in sorted(set(weight_map.values()))]
+        names = sorted(set(map(str, weight_map.values())))
+        # a shard is a file of this folder: a path in the index ("../x") would read outside it
+        strays = [name for name in names if Path(name).name != name or name == ".."]
+        if strays:
+            raise ModelError(f"{index} names shards outside the folder: {', '.join(strays[:5])}")
+        shards = [folder / name for name in names]
         missing = [s.name for s in shards if not s.is_file()]
         if missing:
             raise ModelError(f"{folder}: shards named in {SHARD_INDEX} are missing: {', '.join(missing)}")
