@@ -37,7 +37,14 @@ ATTENTIONS: dict[str, Group] = {"encoder": ENCODER_SELF, "decoder": DECODER_SELF
 Head = int | str  # a head index, or "mean" / "max" over the layer's heads
 
 
-def run(model: str, text: str, target: str | None = None, *, kinds: Collection[str] = ("pattern",)) -> AttentionResult:
+def run(
+    model: str,
+    text: str,
+    target: str | None = None,
+    *,
+    kinds: Collection[str] = ("pattern",),
+    mixing: Collection[str] = (),
+) -> AttentionResult:
     """Run ``model`` on ``text`` and capture its attention.
 
     ``model``: the names the app and the CLI take — ``"minilm"``, ``"toy-translate"``,
@@ -47,6 +54,8 @@ def run(model: str, text: str, target: str | None = None, *, kinds: Collection[s
     ``target``: for encoder–decoder models, the target sentence to teacher-force; without it the
     model translates greedily and its own output is the target.
     ``kinds``: hook kinds to capture besides the patterns, e.g. ``("pattern", "scores", "q", "k")``.
+    ``mixing``: context-mixing maps to add per layer, ``("value_zeroing", "alti")`` or either (Mohebbi et
+    al. 2023; Ferrando et al. 2022): ``result.array(("encoder", "self_attn"), layer, "alti")`` → ``[query, key]``.
 
     Returns an :class:`~attention_viz.result.AttentionResult`: ``result.tokens.labels``,
     ``result.pattern(("encoder", "self_attn"), layer)`` → ``[heads, query, key]``,
@@ -56,7 +65,15 @@ def run(model: str, text: str, target: str | None = None, *, kinds: Collection[s
     """
     from .backends.registry import load_backend  # torch loads here, not at `import attention_viz`
 
-    return load_backend(model).run(text, target=target, kinds=tuple(kinds))
+    backend = load_backend(model)
+    if mixing:
+        from .backends.mixing import check_measures, mixing_arrays
+
+        check_measures(mixing)  # a misspelt measure fails before the forward
+    result = backend.run(text, target=target, kinds=tuple(kinds))
+    if mixing:
+        result.arrays.update(mixing_arrays(backend, result, mixing))
+    return result
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """The command line beyond attention weights: ``run --value-norms``, ``run --ablate L.H,... [--ablation
-zero|mean]`` and ``heads --model M [--text ...] [--json]`` (the head detector). Registered by cli.py."""
+zero|mean]``, ``run --value-zeroing --alti`` (context mixing per layer) and ``heads --model M [--text ...]
+[--json]`` (the head detector). Registered by cli.py."""
 
 from __future__ import annotations
 
@@ -38,6 +39,12 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
                           "(first attention of the model; cross:L.H or decoder:L.H for the others)")
     run.add_argument("--ablation", choices=MODES, default="zero",
                      help="zero: the head's context becomes 0; mean: its mean context over the built-in probe set")
+    run.add_argument("--value-zeroing", action="store_true",
+                     help="also save each layer's value zeroing (Mohebbi et al. 2023) as ...self_attn.value_zeroing "
+                          "[query, key]")
+    run.add_argument("--alti", action="store_true",
+                     help="also save each layer's ALTI contributions (Ferrando et al. 2022) as ...self_attn.alti "
+                          "[query, key]")
 
 
 def default_group(backend: Backend) -> Group:
@@ -62,12 +69,18 @@ def run(backend: Backend, args: argparse.Namespace) -> AttentionResult:
         result, outputs = backend.forward(args.text, args.target, kinds, ablation=ablation)
         result.meta["output"] = output_summary(outputs)
     else:
+        ablation = None
         result = backend.run(args.text, target=args.target, kinds=kinds)
     if args.value_norms:
         norms = value_norm_arrays(result, backend.output_projection)
         for name in [n for n in result.arrays if parse_hook_name(n)[2] not in asked]:
             del result.arrays[name]  # values captured only to compute the norms
         result.arrays.update(norms)
+    measures = [m for m, asked_for in (("value_zeroing", args.value_zeroing), ("alti", args.alti)) if asked_for]
+    if measures:
+        from .backends.mixing import mixing_arrays
+
+        result.arrays.update(mixing_arrays(backend, result, measures, ablation))
     return result
 
 

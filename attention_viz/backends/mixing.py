@@ -1,0 +1,175 @@
+"""Context mixing of a run, layer by layer: value zeroing (Mohebbi et al. 2023) and ALTI (Ferrando
+et al. 2022), saved as ``{part}.layers.{l}.self_attn.value_zeroing`` / ``.alti`` (``[query, key]``).
+
+Both start from one forward of our Transformer that captures, per layer, the residual stream
+entering it (``resid_pre``), the values and the attention weights. ALTI is then numpy
+(:mod:`attention_viz.analysis.alti`) on those arrays and the layer's W_O, b_O and LayerNorm.
+Value zeroing re-runs each layer alone on its captured input, T copies in one batch: copy j has
+key j's values zeroed in every head (an intervention on the layer's ``v`` hook point indexing the
+batch), and everything after the values — attention output, W_O, residual, norms, feed-forward —
+is recomputed by the layer's own forward (:mod:`attention_viz.analysis.value_zeroing`).
+
+Only models that run in our own Transformer (minilm, the trained Transformers, ``hf:`` folders in
+ours) have these hook points; anything else gets a one-line ModelError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..analysis.ablation import Ablation
+from ..analysis.alti import PostNorm, alti
+from ..analysis.value_zeroing import cosine_distances, value_zeroing_map
+from ..attention import sliding_window_mask
+from ..errors import ModelError
+from ..hooks import capture, intervene
+from ..model import DecoderLayer, EncoderLayer, Transformer, decoder_mask
+from ..names import DECODER_SELF, ENCODER_SELF, Group, hook_name, layer_hook_name
+from ..result import AttentionResult
+from .base import Backend
+from .ours import ablation_context, output_projection
+
+MEASURES = ("value_zeroing", "alti")  # the kinds the maps are saved under
+ZEROED_ELEMENTS = 1 << 24  # floats a batch of zeroed copies may hold in its largest tensors (64 MB)
+
+
+def check_measures(measures: Collection[str]) -> tuple[str, ...]:
+    unknown = sorted(set(measures) - set(MEASURES))
+    if unknown:
+        raise ModelError(f"unknown context-mixing measure {', '.join(unknown)}: choose from {', '.join(MEASURES)}")
+    return tuple(m for m in MEASURES if m in measures)
+
+
+def mixing_arrays(
+    backend: Backend, result: AttentionResult, measures: Collection[str], ablation: Ablation | None = None
+) -> dict[str, np.ndarray]:
+    """``measures`` of every self-attention layer for the tokens of ``result`` (what ``backend`` read),
+    float32 ``[query, key]`` keyed by hook name; a ModelError where the backend cannot give them."""
+    measures = check_measures(measures)
+    model = getattr(backend, "model", None)
+    if not isinstance(model, Transformer):
+        where = ("it runs in transformers" if backend.implementation == "transformers"
+                 else "it has no multi-head self-attention")
+        raise ModelError(f"{backend.name} cannot give value zeroing or ALTI: {where}; they need a model that runs "
+                         "in our own Transformer")
+    target = None if result.target_tokens is None else result.target_tokens.ids
+    return context_mixing(model, result.tokens.ids, target, measures, ablation)
+
+
+def context_mixing(
+    model: Transformer,
+    ids: Sequence[int],
+    target_ids: Sequence[int] | None = None,
+    measures: Collection[str] = MEASURES,
+    ablation: Ablation | None = None,
+) -> dict[str, np.ndarray]:
+    """Every self-attention layer's maps for token ``ids`` (the decoder's input ``target_ids`` too for
+    an encoder–decoder model), with ``ablation``'s heads removed throughout."""
+    measures = check_measures(measures)
+    device = next(model.parameters()).device
+    src = torch.tensor([list(ids)], device=device)
+    tgt = None if target_ids is None else torch.tensor([list(target_ids)], device=device)
+    shape = model.config.shape
+    if shape == "encoder-decoder" and tgt is None:
+        raise ModelError("an encoder–decoder model needs the decoder's tokens for context mixing")
+    out: dict[str, np.ndarray] = {}
+    with torch.inference_mode(), ablation_context(model, ablation):
+        with capture(kinds=("resid_pre", "v", "pattern")) as recorded:
+            model(src, tgt)
+        memory = model.encode(src) if shape == "encoder-decoder" else None
+        for part, group in (("encoder", ENCODER_SELF), ("decoder", DECODER_SELF)):
+            stack = getattr(model, part)
+            if stack is None:
+                continue
+            for index, layer in enumerate(stack.layers):
+                x = recorded[layer_hook_name(part, index)]  # (1, T, d_model)
+                if "value_zeroing" in measures:
+                    run = _layer_run(layer, x.size(1), stack, index, memory)
+                    out[hook_name(group, index, "value_zeroing")] = _value_zeroing(layer, group, index, x, run)
+                if "alti" in measures:
+                    out[hook_name(group, index, "alti")] = _alti(model, layer, group, index, x, recorded)
+    return out
+
+
+class _LayerRun:
+    """How to call one layer on a batch of copies of its input, and which keys each query reads."""
+
+    def __init__(self, layer: nn.Module, mask: torch.Tensor | None, memory: torch.Tensor | None) -> None:
+        self.layer, self.mask, self.memory = layer, mask, memory
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if isinstance(self.layer, EncoderLayer):
+            return self.layer(x, self.mask)
+        memory = None if self.memory is None else self.memory.expand(x.size(0), -1, -1)
+        return self.layer(x, self.mask, memory, None)
+
+    def allowed(self, length: int) -> np.ndarray | None:
+        if self.mask is None:
+            return None
+        return self.mask.reshape(-1, length, length)[0].cpu().numpy()
+
+
+def _layer_run(layer: nn.Module, length: int, stack: nn.Module, index: int, memory: torch.Tensor | None) -> _LayerRun:
+    if isinstance(layer, EncoderLayer):
+        return _LayerRun(layer, None, None)  # one unpadded sentence: every key is readable
+    if not isinstance(layer, DecoderLayer):
+        raise ModelError(f"layer {index} is not a Transformer layer of ours")
+    device = memory.device if memory is not None else next(layer.parameters()).device
+    mask = decoder_mask(length, None, device)
+    window = stack.windows[index]
+    if window is not None:
+        mask = mask & sliding_window_mask(length, window, device)
+    return _LayerRun(layer, mask, memory)
+
+
+def _value_zeroing(layer: nn.Module, group: Group, index: int, x: torch.Tensor, run: _LayerRun) -> np.ndarray:
+    """C of one layer: its real output, then blocks of copies of its input, copy j with key j's
+    values zeroed in every head (the paper zeroes v_j = x_j W_V + b_V, bias included)."""
+    length, d_model = x.shape[1], x.shape[2]
+    output = run(x)[0].float().cpu().numpy()  # (T, d_model): the layer's output in the real run
+    hidden = getattr(getattr(layer, "feed_forward", None), "w_1", None)
+    width = max(d_model, 0 if hidden is None else hidden.out_features)
+    copies = max(1, ZEROED_ELEMENTS // (length * width + layer.self_attn.h * length * length))
+    distances = np.empty((length, length))
+    for start in range(0, length, copies):
+        keys = torch.arange(start, min(start + copies, length), device=x.device)
+
+        def zero_key(v: torch.Tensor, hook: object, keys: torch.Tensor = keys) -> torch.Tensor:
+            v = v.clone()  # (J, h_kv, T, d_k)
+            v[torch.arange(len(keys), device=v.device), :, keys] = 0.0  # copy b loses key keys[b]
+            return v
+
+        with intervene([(hook_name(group, index, "v"), zero_key)]):
+            zeroed = run(x.expand(len(keys), -1, -1))  # (J, T, d_model)
+        distances[:, start : start + len(keys)] = cosine_distances(output, zeroed.float().cpu().numpy())
+    return value_zeroing_map(distances, run.allowed(length)).astype(np.float32)
+
+
+def _alti(model: Transformer, layer: nn.Module, group: Group, index: int, x: torch.Tensor, recorded) -> np.ndarray:
+    """ALTI of the layer's self-attention block from the captured arrays (numpy, float64)."""
+    attention = layer.self_attn
+    sublayer = layer.sublayers[0]
+    post_norm = None
+    if not sublayer.pre_norm:  # post-LN: the norm after the residual is linearized row by row
+        norm = sublayer.norm
+        eps = norm.eps if norm.eps is not None else torch.finfo(norm.weight.dtype).eps
+        post_norm = PostNorm(
+            gamma=norm.weight.detach().float().cpu().numpy(),
+            beta=None if getattr(norm, "bias", None) is None else norm.bias.detach().float().cpu().numpy(),
+            eps=float(eps),
+            centred=isinstance(norm, nn.LayerNorm),
+        )
+    b_o = attention.w_o.bias
+    c = alti(
+        x[0].float().cpu().numpy(),
+        recorded[hook_name(group, index, "pattern")][0].float().cpu().numpy(),
+        recorded[hook_name(group, index, "v")][0].float().cpu().numpy(),
+        output_projection(model, group, index),
+        None if b_o is None else b_o.detach().float().cpu().numpy(),
+        post_norm,
+    )
+    return c.astype(np.float32)
