@@ -85,8 +85,13 @@ def test_supported_architectures_run_in_ours_with_transformers_patterns(folders,
     assert result.meta["implementation"] == "ours" and result.meta["architecture"] == architecture
     assert result.tokens.labels[0] == "<s>" and result.tokens.labels[1] == "the"
     theirs = AutoModelForCausalLM.from_pretrained(folders[architecture], attn_implementation="eager").eval()
+    ids = torch.tensor([result.tokens.ids])
     with torch.inference_mode():
-        expected = theirs(torch.tensor([result.tokens.ids]), output_attentions=True).attentions
+        out = theirs(ids, output_attentions=True)
+    expected = out.attentions
+    # forward(): what an ablation is measured on, log p(next token), is transformers' too
+    log_probs = out.logits[0, :-1].log_softmax(-1).gather(-1, ids[0, 1:, None])[:, 0].numpy()
+    assert np.abs(backend.forward(TEXT)[1].log_probs - log_probs).max() <= 1e-4
     kv_heads = result.meta["kv_heads"]
     for layer, attention in enumerate(expected):
         pattern = result.pattern(("decoder", "self_attn"), layer)
