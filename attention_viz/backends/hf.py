@@ -18,6 +18,10 @@ is no padding. Encoder–decoder runs are teacher-forced on a target, or greedy-
 Only ``pattern`` exists here: ``transformers`` hands out the attention weights and nothing else
 (q, k, v, scores and context stay inside its modules). The from-scratch backends have every kind.
 
+A checkpoint that does not fit its config.json (weights missing, mis-shaped, or extra inside the
+model) is refused naming the tensors (:func:`check_loading`): transformers would otherwise fill the
+gaps with its random initialisation and show made-up attention without a word.
+
 Safety and the network: weights are loaded from safetensors only (pickles can run code), custom
 model code is never run (``trust_remote_code=False``), and nothing is fetched unless the user sets
 ``ATTENTION_VIZ_ALLOW_DOWNLOAD=1``. Without it a hub id is looked up in the local Hugging Face cache

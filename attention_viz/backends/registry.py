@@ -1,7 +1,8 @@
 """Model names → loaded backends, each loaded once per process (at most ATTENTION_VIZ_MAX_MODELS at a time).
 
 ``minilm``            all-MiniLM-L6-v2 in our own encoder (the default; shipped by a PyPI package)
-``hf:<id or path>``   the same forward done by ``transformers`` itself, for any architecture it runs
+``hf:<id or path>``   any model ``transformers`` can load: in our own decoder where we implement the
+                      architecture (Llama, Mistral, Qwen2, GPT-NeoX, GPT-2), else in ``transformers`` eager
 demo models           our own small trained models, shipped in the repo (see attention_viz/trained)
 """
 
