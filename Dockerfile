@@ -26,12 +26,15 @@ COPY attention_viz ./attention_viz
 # the match, and the CLI's next line would then fail with a broken pipe, failing the build under pipefail.)
 RUN python -m attention_viz models | grep "minilm .*available offline"
 
-# Served beyond loopback: hf: loads only folders under /models (mount yours there, read-only), no hub
+# Served beyond loopback: hf: loads only folders under /models (mount yours there, read-only), atlases
+# live under /atlas (a volume the app's user may write, so built atlases outlive the container), no hub
 # downloads, at most ATTENTION_VIZ_MAX_MODELS models in memory, uploads (the image view) up to 10 MB
 # instead of Streamlit's 200 (docs/deploy.md).
 ENV ATTENTION_VIZ_MODEL_ROOTS=/models \
+    ATTENTION_VIZ_ATLAS_ROOT=/atlas \
     STREAMLIT_SERVER_MAX_UPLOAD_SIZE=10
-VOLUME /models
+RUN mkdir -p /atlas && chown 10001 /atlas
+VOLUME /models /atlas
 USER 10001
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \

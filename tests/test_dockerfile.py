@@ -126,3 +126,14 @@ def test_the_build_time_model_check_passes_here():
     done = subprocess.run(["bash", "-o", "pipefail", "-c", check.replace("python ", f"{sys.executable} ", 1)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_configured_roots_are_volumes_and_the_atlas_root_belongs_to_the_apps_user():
+    env = " ".join(all_of("ENV"))
+    roots = dict(re.findall(r"(ATTENTION_VIZ_(?:MODEL|ATLAS)_ROOTS?)=(\S+)", env))
+    assert roots == {"ATTENTION_VIZ_MODEL_ROOTS": "/models", "ATTENTION_VIZ_ATLAS_ROOT": "/atlas"}
+    volumes = " ".join(all_of("VOLUME")).split()
+    assert set(roots.values()) <= set(volumes)
+    user = all_of("USER")[-1]
+    owned = [argv for argv in shell_commands() if argv[:1] == ["chown"]]
+    assert any(argv[1] == user and "/atlas" in argv[2:] for argv in owned)  # the app writes its atlases there
