@@ -4,7 +4,7 @@ Importing the package changes nothing process-wide; entry points call
 :func:`attention_viz.settings.apply_process_settings` first.
 """
 
-_API = ("run", "show", "export")  # attention_viz.api, imported on first use: `import attention_viz` stays light
+_API = ("run", "show", "export", "patch")  # attention_viz.api, imported on first use: `import attention_viz` stays light
 
 
 def __getattr__(name: str):

@@ -22,6 +22,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .analysis import FlowTooLarge, attention_flow, focus_matrix, rollout
+from .analysis.patching import Patching, resolve_inputs
 from .figures.focus import focus_heatmap, highlighted_text
 from .figures.grid import heads_grid
 from .figures.heatmap import attention_heatmap
@@ -30,7 +31,7 @@ from .names import CROSS, DECODER_SELF, ENCODER_SELF, Group
 from .result import AttentionResult
 from .selection import GROUP_NAMES, REDUCTIONS, Choice, displayed, group_tokens, reduce_heads
 
-__all__ = ["VIEWS", "Shown", "export", "run", "show"]
+__all__ = ["VIEWS", "Shown", "export", "patch", "run", "show"]
 
 VIEWS = ("head", "heads", "grid", "compare", "focus", "layers", "rollout")
 ATTENTIONS: dict[str, Group] = {"encoder": ENCODER_SELF, "decoder": DECODER_SELF, "cross": CROSS}
@@ -74,6 +75,39 @@ def run(
     if mixing:
         result.arrays.update(mixing_arrays(backend, result, mixing))
     return result
+
+
+def patch(
+    model: str,
+    clean: str | None = None,
+    corrupt: str | None = None,
+    answer: str | None = None,
+    wrong: str | None = None,
+    *,
+    site: str = "heads",
+    noising: bool = False,
+    token: str | None = None,
+) -> Patching:
+    """Activation patching: which heads (``site="heads"``, ``"patterns"``), layers × positions
+    (``"resid"``) or heads × positions (``"head_positions"``) carry what makes ``clean`` answer
+    ``answer`` where ``corrupt`` (same token length) answers ``wrong``.
+
+    Each site is patched alone from the clean run into the corrupt one (``noising=True``: from the
+    corrupt run into the clean one) and gets its restored fraction (patched − corrupt) / (clean −
+    corrupt). Without texts and words, the model's preset pair (``minilm``: "... it was too
+    tired/wide", ``toy-translate``: signée/signé, ``induction``: a shuffled first copy).
+    ``token``: encoders only, the token whose representation is compared (default: the first pronoun).
+
+    Returns a :class:`~attention_viz.analysis.patching.Patching`: ``result["heads"]`` (numpy, one row
+    per layer), ``result.clean``, ``result.corrupt``, ``result.metric``, ``result.to_dict()`` (the CLI's
+    JSON) and ``result.show()`` (a heatmap). Raises ModelError in one line for inputs of different
+    token lengths, a word that is not one token, equal metrics, or a model that cannot be patched.
+    """
+    from .backends.patching import patch as run_patching  # torch loads here
+    from .backends.registry import load_backend
+
+    texts = resolve_inputs(model, clean, corrupt, answer, wrong)
+    return run_patching(load_backend(model), *texts, site=site, noising=noising, token=token)
 
 
 @dataclass

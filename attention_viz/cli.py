@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import caption_cli, cli_heads
+from . import caption_cli, cli_heads, cli_patch
 from .errors import ModelError
 from .atlas import cli as atlas_cli
 from .backends.registry import DEFAULT_MODEL, MODELS, availability, load_backend
@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     caption_cli.add_parser(commands)
     atlas_cli.add_parser(commands)
     cli_heads.add_parser(commands)
+    cli_patch.add_parser(commands)
     commands.add_parser("models", help="list the models and whether they are available offline")
     return parser
 
@@ -145,6 +146,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "atlas":
             return atlas_cli.run(args)
-        return {"run": cmd_run, "export": cmd_export, "caption": caption_cli.cmd_caption, "heads": cli_heads.cmd_heads, "models": cmd_models}[args.command](args)
+        return {"run": cmd_run, "export": cmd_export, "caption": caption_cli.cmd_caption, "heads": cli_heads.cmd_heads, "patch": cli_patch.cmd_patch, "models": cmd_models}[args.command](args)
     except (ModelError, ValueError, OSError) as error:
         return _fail(str(error))

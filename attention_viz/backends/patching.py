@@ -1,0 +1,375 @@
+"""Activation patching on our own Transformer: the runs behind :mod:`attention_viz.analysis.patching`.
+
+Three forwards' worth of work, whatever the number of sites: the *source* run (clean, or corrupt
+when noising) with its values cached at the hook points the site needs; the *receiver* run (the
+other input) for its metric; then the receiver again, batched, one site per batch item — item b's
+intervention function overwrites only row b, at its one hook point, with the cached source value
+(``hooks.intervene``; the attention recomputes what follows from a replaced pattern). Batches are
+sized to a memory budget, so ``head_positions`` (layers × heads × positions sites) runs in a few
+large forwards.
+
+Metrics, one scalar per run (what the issue and the patching papers use):
+
+* decoder-only: logit(answer) − logit(wrong) at the last position (Wang et al. 2022's logit difference);
+* encoder–decoder: log p(answer) − log p(wrong) at one target position, each run teacher-forced on
+  its own greedy translation up to the position where the clean one writes ``answer``;
+* encoder-only (no output vocabulary): cos(h_p, h_answer) − cos(h_p, h_wrong) on the final layer's
+  states, p the pronoun (or ``token``): which candidate the pronoun's representation sits closer to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..analysis.patching import Patching, check_restorable, check_site
+from ..errors import ModelError
+from ..hooks import capture, intervene
+from ..model import Transformer
+from ..names import CROSS, DECODER_SELF, ENCODER_SELF, GROUPS, Group, hook_name, layer_hook_name
+from ..tokens import Tokens
+from .base import Backend, check_text
+from .ours import attention_module
+
+BUDGET = 2**26  # floats of activations a batch of patched runs may hold at its widest (256 MB)
+PRONOUNS = ("it", "he", "she", "they", "him", "her", "them", "its", "his", "their")
+ROW_NAMES = {ENCODER_SELF: "encoder", DECODER_SELF: "decoder", CROSS: "cross"}
+
+
+@dataclass(frozen=True)
+class Side:
+    """One input, ready to run: ``model(*args)`` with batch 1, and the metric of its outputs."""
+
+    tokens: Tokens  # what the text became (the source of an encoder–decoder)
+    args: tuple[torch.Tensor, ...]
+    measure: Callable[[torch.Tensor], torch.Tensor]  # model output (B, T, d_model) → (B,)
+    target: tuple[str, ...] | None = None  # encoder–decoder: the decoder inputs, <bos> first
+
+
+@dataclass(frozen=True)
+class Site:
+    """Patch ``index`` (into one batch item's tensor at hook ``name``); its result goes to ``cell``."""
+
+    name: str
+    index: tuple[int, ...]
+    cell: tuple[int, ...]
+
+
+# -- which model, which words ---------------------------------------------------------------------
+
+
+def patchable_model(backend: Backend) -> Transformer:
+    """The backend's Transformer of ours; a ModelError says why any other model cannot be patched."""
+    from .induction import InductionBackend
+    from .ours_decoder import OursDecoderBackend
+    from .scratch import ScratchEncoderBackend
+    from .translation import TranslationBackend
+
+    if isinstance(backend, (ScratchEncoderBackend, OursDecoderBackend, InductionBackend)):
+        return backend.model
+    if isinstance(backend, TranslationBackend) and backend.model.multi_head:
+        return backend.model
+    if backend.implementation == "transformers":
+        raise ModelError(f"{backend.name} cannot be patched: it runs in transformers, and patching replaces "
+                         "heads' outputs at hook points that only our own Transformer has")
+    raise ModelError(f"{backend.name} cannot be patched: it has no multi-head attention")
+
+
+def _one_token(word: str, pieces: Sequence[str], model: str) -> None:
+    if len(pieces) != 1:
+        shown = ", ".join(repr(p) for p in pieces)
+        raise ModelError(f"{word!r} is {len(pieces)} tokens in {model} ({shown}): the answer and the wrong "
+                         "word must be one token each")
+
+
+def _appended_id(backend: Backend, text: str, word: str) -> int:
+    """The one token ``word`` adds after ``text`` in the backend's tokenizer (so GPT-2 reads
+    " Mary" and SentencePiece "▁Mary", as they would in running text)."""
+    tokenizer = backend.tokenizer  # type: ignore[attr-defined]
+    before = tokenizer.encode(text)
+    after = tokenizer.encode(f"{text} {word.strip()}")
+    if after.ids[: len(before.ids)] == before.ids:
+        ids, pieces = after.ids[len(before.ids):], after.tokens[len(before.ids):]
+    else:  # the word merged with the text's end: read it on its own
+        alone = tokenizer.encode(" " + word.strip(), add_special_tokens=False)
+        ids, pieces = alone.ids, alone.tokens
+    _one_token(word, pieces, backend.name)
+    unk = tokenizer.token_to_id(getattr(tokenizer.model, "unk_token", None) or "<unk>")
+    if ids[0] == unk:
+        raise ModelError(f"{word!r} is not in {backend.name}'s vocabulary")
+    return ids[0]
+
+
+def _vocab_id(vocab, word: str, model: str, what: str) -> int:
+    if word not in vocab or word in vocab.SPECIALS:
+        raise ModelError(f"{word!r} is not in {model}'s {what} vocabulary")
+    return vocab.stoi[word]
+
+
+def _check_same_length(clean: Sequence[str], corrupt: Sequence[str], what: str) -> None:
+    if len(clean) == len(corrupt):
+        return
+    first = next((i for i, (a, b) in enumerate(zip(clean, corrupt)) if a != b), min(len(clean), len(corrupt)))
+    where = (f"they first differ at token {first} ({clean[first]!r} vs {corrupt[first]!r})"
+             if first < min(len(clean), len(corrupt)) else f"one ends at token {first}")
+    raise ModelError(f"the clean {what} has {len(clean)} tokens and the corrupt {len(corrupt)}; patching needs "
+                     f"the same number ({where})")
+
+
+# -- the two inputs and their metric --------------------------------------------------------------
+
+
+def decoder_sides(backend: Backend, model: Transformer, clean: str, corrupt: str, answer: str,
+                  wrong: str) -> tuple[Side, Side, str]:
+    from .induction import InductionBackend
+
+    if model.decoder.generator is None:
+        raise ModelError(f"{backend.name} has no LM head: the logit difference patching measures needs one")
+    if isinstance(backend, InductionBackend):
+        ids = [_vocab_id(backend.vocab, w.strip().lower(), backend.name, "symbol") for w in (answer, wrong)]
+    else:
+        ids = [_appended_id(backend, check_text(clean, "clean text"), w) for w in (answer, wrong)]
+    if ids[0] == ids[1]:
+        raise ModelError(f"the answer and the wrong word are the same token ({answer!r})")
+
+    def measure(hidden: torch.Tensor) -> torch.Tensor:
+        logits = model.logits(hidden[:, -1]).float()  # (B, V)
+        return logits[:, ids[0]] - logits[:, ids[1]]
+
+    sides = []
+    for text, what in ((clean, "clean text"), (corrupt, "corrupt text")):
+        tokens, _ = backend.tokenize(check_text(text, what))
+        sides.append(Side(tokens, (torch.tensor([tokens.ids]),), measure))
+    return sides[0], sides[1], f"logit({answer}) − logit({wrong}) at the last position"
+
+
+def encoder_sides(backend: Backend, clean: str, corrupt: str, answer: str, wrong: str,
+                  token: str | None) -> tuple[Side, Side, str]:
+    def position(tokens: Tokens, word: str, what: str) -> int:
+        labels = [label.strip().lower() for label in tokens.labels]
+        if word.lower() in labels:
+            return labels.index(word.lower())
+        pieces = backend.tokenizer.encode(word, add_special_tokens=False).tokens  # type: ignore[attr-defined]
+        _one_token(word, pieces, backend.name)
+        raise ModelError(f"{word!r} is not a token of the {what}")
+
+    def side(text: str, what: str) -> Side:
+        tokens, _ = backend.tokenize(check_text(text, what))
+        labels = [label.strip().lower() for label in tokens.labels]
+        chosen = token or next((p for p in PRONOUNS if p in labels), None)
+        if chosen is None:
+            raise ModelError(f"the {what} has no pronoun ({', '.join(PRONOUNS[:4])} ...): name the token whose "
+                             "representation is compared (--token)")
+        p, a, w = (position(tokens, word, what) for word in (chosen, answer, wrong))
+
+        def measure(hidden: torch.Tensor) -> torch.Tensor:
+            h = hidden.float()
+            cos = torch.nn.functional.cosine_similarity
+            return cos(h[:, p], h[:, a], dim=-1) - cos(h[:, p], h[:, w], dim=-1)
+
+        return Side(tokens, (torch.tensor([tokens.ids]),), measure), chosen
+
+    (clean_side, chosen), (corrupt_side, _) = side(clean, "clean text"), side(corrupt, "corrupt text")
+    return clean_side, corrupt_side, f"cos({chosen}, {answer}) − cos({chosen}, {wrong}) on the final layer"
+
+
+def translation_sides(backend: Backend, clean: str, corrupt: str, answer: str,
+                      wrong: str) -> tuple[Side, Side, str]:
+    from ..trained.corpus import Vocab
+    from ..trained.decoding import greedy
+
+    model, vocab = backend.model, backend.tgt_vocab  # type: ignore[attr-defined]
+    ids = [_vocab_id(vocab, w.strip().lower(), backend.name, "French") for w in (answer, wrong)]
+    translations = []
+    sources = []
+    for text, what in ((clean, "clean text"), (corrupt, "corrupt text")):
+        tokens, _ = backend.tokenize(check_text(text, what))
+        src = torch.tensor([tokens.ids])
+        with torch.inference_mode():
+            words = vocab.decode(greedy(model, src, None, backend.max_tokens)[0, 1:].tolist())
+        sources.append((tokens, src))
+        translations.append(words)
+    if answer.lower() not in translations[0]:
+        raise ModelError(f"{backend.name} translates the clean text as {' '.join(translations[0])!r}: "
+                         f"{answer!r} is not in it")
+    t = translations[0].index(answer.lower())  # the position whose next word is measured
+    if len(translations[1]) < t:
+        raise ModelError(f"the corrupt translation {' '.join(translations[1])!r} is shorter than the "
+                         f"{t} words before {answer!r}")
+
+    def measure(hidden: torch.Tensor) -> torch.Tensor:
+        log_probs = model.logits(hidden[:, -1]).float().log_softmax(-1)  # (B, V)
+        return log_probs[:, ids[0]] - log_probs[:, ids[1]]
+
+    sides = []
+    for (tokens, src), words in zip(sources, translations):
+        prefix = words[:t]
+        tgt = torch.tensor([[Vocab.BOS, *vocab.encode(prefix)]])
+        sides.append(Side(tokens, (src, tgt), measure, ("<bos>", *prefix)))
+    return sides[0], sides[1], f"log p({answer}) − log p({wrong}) after '{' '.join(translations[0][:t])}'"
+
+
+def sides(backend: Backend, clean: str, corrupt: str, answer: str, wrong: str,
+          token: str | None = None) -> tuple[Side, Side, str]:
+    """The clean and corrupt inputs with their metric, checked to be patchable against each other."""
+    model = patchable_model(backend)
+    shape = model.config.shape
+    if shape == "decoder-only":
+        pair = decoder_sides(backend, model, clean, corrupt, answer, wrong)
+    elif shape == "encoder-only":
+        pair = encoder_sides(backend, clean, corrupt, answer, wrong, token)
+    else:
+        pair = translation_sides(backend, clean, corrupt, answer, wrong)
+    what = "text" if shape != "encoder-decoder" else "source"
+    _check_same_length(pair[0].tokens.labels, pair[1].tokens.labels, what)
+    if pair[0].target is not None:
+        _check_same_length(pair[0].target, pair[1].target or (), "target prefix")
+    return pair
+
+
+# -- sites ----------------------------------------------------------------------------------------
+
+
+def attentions(model: Transformer) -> list[tuple[Group, int]]:
+    """Every attention of the model, in the order rows are listed (encoder, decoder, cross)."""
+    out = []
+    for group in GROUPS:
+        layer = 0
+        while attention_module(model, group, layer) is not None:
+            out.append((group, layer))
+            layer += 1
+    return out
+
+
+def _row_name(model: Transformer, part_or_group: str | Group, layer: int) -> str:
+    if model.config.shape != "encoder-decoder":
+        return f"layer {layer}"
+    name = part_or_group if isinstance(part_or_group, str) else ROW_NAMES[part_or_group]
+    return f"{name} {layer}"
+
+
+def hooks_for(model: Transformer, site: str) -> tuple[list[str], list[str], list[int]]:
+    """The hook name of each row, the rows' labels and each row's head count (0 for ``resid``)."""
+    if site == "resid":
+        parts = [p for p in ("encoder", "decoder") if getattr(model, p) is not None]
+        rows = [(part, i) for part in parts for i in range(len(getattr(model, part).layers))]
+        return ([layer_hook_name(part, i) for part, i in rows], [_row_name(model, part, i) for part, i in rows],
+                [0] * len(rows))
+    kind = "pattern" if site == "patterns" else "context"
+    rows = attentions(model)
+    return ([hook_name(group, i, kind) for group, i in rows], [_row_name(model, group, i) for group, i in rows],
+            [attention_module(model, group, i).h for group, i in rows])
+
+
+def enumerate_sites(site: str, names: Sequence[str], heads: Sequence[int],
+                    positions: Sequence[int]) -> tuple[list[Site], tuple[int, ...]]:
+    """Every site of ``site`` and the grid its results fill (rows padded to the longest)."""
+    width, longest = max(heads), max(positions)
+    sites = []
+    for row, (name, h, n) in enumerate(zip(names, heads, positions)):
+        if site in ("heads", "patterns"):
+            sites += [Site(name, (head,), (row, head)) for head in range(h)]
+        elif site == "resid":
+            sites += [Site(name, (p,), (row, p)) for p in range(n)]
+        else:
+            sites += [Site(name, (head, p), (row, head, p)) for head in range(h) for p in range(n)]
+    grid = {"heads": (len(names), width), "patterns": (len(names), width), "resid": (len(names), longest),
+            "head_positions": (len(names), width, longest)}[site]
+    return sites, grid
+
+
+# -- the runs -------------------------------------------------------------------------------------
+
+
+def _replace(source: torch.Tensor, rows: list[tuple[int, tuple[int, ...]]]):
+    """An intervention function: batch item b's ``index`` takes the source run's value there."""
+    def fn(x: torch.Tensor, hook) -> torch.Tensor:
+        x = x.clone()
+        for b, index in rows:
+            x[(b, *index)] = source[(0, *index)]
+        return x
+    return fn
+
+
+def batch_size(model: Transformer, side: Side, n: int) -> int:
+    """How many patched runs go in one forward: the widest activation of a run times the batch
+    stays within BUDGET floats."""
+    c = model.config
+    length = max(a.size(1) for a in side.args)
+    widest = max(c.h * length * length * 3, length * max(c.d_ff, c.d_model) * 4)
+    return max(1, min(n, BUDGET // widest))
+
+
+class Experiment:
+    """A clean/corrupt pair on one model, the source run cached: patch sites one by one (batched)
+    or together."""
+
+    def __init__(self, backend: Backend, clean: str, corrupt: str, answer: str, wrong: str,
+                 site: str, noising: bool = False, token: str | None = None) -> None:
+        self.site = check_site(site)
+        self.backend, self.noising = backend, noising
+        self.model = patchable_model(backend)
+        self.clean_side, self.corrupt_side, self.metric = sides(backend, clean, corrupt, answer, wrong, token)
+        self.source, self.receiver = ((self.corrupt_side, self.clean_side) if noising
+                                      else (self.clean_side, self.corrupt_side))
+        self.names, self.rows, heads = hooks_for(self.model, site)
+        kind = {"resid": "resid_pre", "patterns": "pattern"}.get(site, "context")
+        with torch.inference_mode():
+            with capture(kinds=(kind,), names=self.names) as cache:
+                source_metric = self._measure(self.source)
+            receiver_metric = self._measure(self.receiver)
+        self.cache = {name: cache[name] for name in self.names}
+        self.clean, self.corrupt = ((receiver_metric, source_metric) if noising else (source_metric, receiver_metric))
+        positions = [self.cache[n].size(1 if site == "resid" else 2) for n in self.names]
+        self.sites, self.grid = enumerate_sites(site, self.names, heads, positions)
+
+    def _measure(self, side: Side, hooks=()) -> float:
+        with intervene(list(hooks)):
+            return float(side.measure(self.model(*side.args))[0])
+
+    def each(self) -> np.ndarray:
+        """The metric with each site patched alone, in the grid (NaN where a row is shorter)."""
+        check_restorable(self.clean, self.corrupt)  # before any patched run
+        out = np.full(self.grid, np.nan)
+        chunk = batch_size(self.model, self.receiver, len(self.sites))
+        with torch.inference_mode():
+            for start in range(0, len(self.sites), chunk):
+                part = self.sites[start : start + chunk]
+                by_name: dict[str, list[tuple[int, tuple[int, ...]]]] = {}
+                for b, site in enumerate(part):
+                    by_name.setdefault(site.name, []).append((b, site.index))
+                hooks = [(name, _replace(self.cache[name], rows)) for name, rows in by_name.items()]
+                args = [a.expand(len(part), *a.shape[1:]) for a in self.receiver.args]
+                with intervene(hooks):
+                    metrics = self.receiver.measure(self.model(*args))
+                for site, value in zip(part, metrics.tolist()):
+                    out[site.cell] = value
+        return out
+
+    def together(self, sites: Sequence[Site]) -> float:
+        """The metric with all ``sites`` patched in one run."""
+        by_name: dict[str, list[tuple[int, tuple[int, ...]]]] = {}
+        for site in sites:
+            by_name.setdefault(site.name, []).append((0, site.index))
+        with torch.inference_mode():
+            return self._measure(self.receiver, [(n, _replace(self.cache[n], rows)) for n, rows in by_name.items()])
+
+    def result(self) -> Patching:
+        clean_target = self.clean_side.target
+        return Patching(
+            model=self.backend.name, site=self.site, metric=self.metric,
+            tokens=self.clean_side.tokens.labels, corrupt_tokens=self.corrupt_side.tokens.labels,
+            clean=self.clean, corrupt=self.corrupt, patched=self.each(), rows=tuple(self.rows),
+            noising=self.noising, target_tokens=clean_target,
+            corrupt_target_tokens=self.corrupt_side.target,
+        )
+
+
+def patch(backend: Backend, clean: str, corrupt: str, answer: str, wrong: str, site: str = "heads",
+          noising: bool = False, token: str | None = None) -> Patching:
+    """Patch every site of kind ``site`` from the clean run into the corrupt one (or, ``noising``,
+    from the corrupt run into the clean one) and measure what each restores."""
+    return Experiment(backend, clean, corrupt, answer, wrong, site, noising, token).result()
