@@ -149,6 +149,15 @@ def test_the_command_line_refuses_it_in_one_line(folders, tmp_path):
     assert done.stderr.strip().count("\n") == 0
 
 
+def test_the_app_refuses_it_in_one_line(folders):
+    from apphelpers import app
+
+    at = app(model=f"hf:{folders['mismatched']}", text=SENTENCE, view="head")
+    assert not at.exception
+    errors = [e.value.replace("\\", "") for e in at.error]
+    assert len(errors) == 1 and "does not match its config.json" in errors[0] and "missing embeddings" in errors[0]
+
+
 def test_a_mis_shaped_tensor_in_transformers_is_named(folders, tmp_path):
     def widen(tensors):
         tensors["encoder.layer.1.attention.self.key.weight"] = torch.zeros(16, 32)
