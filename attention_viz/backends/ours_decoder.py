@@ -98,9 +98,8 @@ class OursDecoderBackend(Backend):
     kinds = KINDS
     can_ablate = True
 
-    def __init__(
-        self, name: str, model: Transformer, tokenizer: Tokenizer, architecture: str, saved_as: str = ""
-    ) -> None:
+    def __init__(self, name: str, model: Transformer, tokenizer: Tokenizer, architecture: str, saved_as: str) -> None:
+        """``saved_as``: the class the checkpoint was saved from (config.json's ``architectures``)."""
         self.name = name
         self.model = model.eval()
         self.tokenizer = tokenizer
