@@ -158,13 +158,14 @@ def atlas_names() -> list[str]:
 
 
 def check_folder_files(folder: str | Path) -> None:
-    """The one refusal when roots are set and anything in ``folder`` (config.json, weights, tokenizer
-    files …) is a link that leads out of every root: a folder inside a root reads nothing outside."""
+    """The one refusal when roots are set and an entry of ``folder`` (config.json, weights, tokenizer
+    files …) is a link that leads out of every root: a folder inside a root reads nothing outside.
+    Its top level only, which is all a model load reads, so a request costs one directory listing."""
     from .settings import downloads_allowed
 
     roots = model_roots()
     if roots is None:
         return
-    for directory, subfolders, files in os.walk(folder):  # links to folders are listed, not followed
-        if any(_inside(Path(directory) / name, roots) is None for name in subfolders + files):
+    with os.scandir(folder) as entries:
+        if any(_inside(Path(entry.path), roots) is None for entry in entries):
             raise ModelError(refusal(roots, hub=downloads_allowed()))
