@@ -241,6 +241,36 @@ def test_notebook_api_takes_the_measures():
         av.run("minilm", SENTENCE, mixing=("attention_flow",))
 
 
+@pytest.fixture(scope="module")
+def hf_bert(tmp_path_factory):
+    """A tiny BERT folder that ``hf:`` runs in transformers."""
+    folder = tmp_path_factory.mktemp("bert")
+    words = sorted(set(SENTENCE.lower().replace(".", " .").replace("'", " ' ").split()))
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+    transformers.BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}).save_pretrained(folder)
+    torch.manual_seed(2)
+    config = transformers.BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=64, initializer_range=0.5)
+    transformers.BertModel(config).save_pretrained(folder)
+    return folder
+
+
+def test_value_zeroing_through_transformers_hooks_matches_the_brute_force(hf_bert):
+    from attention_viz.backends.registry import load_backend
+
+    backend = load_backend(f"hf:{hf_bert}")
+    assert backend.implementation == "transformers"
+    result = backend.run(SENTENCE)
+    maps = mixing_arrays(backend, result, ("value_zeroing",))
+    for layer in range(2):
+        got = maps[hook_name(ENCODER_SELF, layer, "value_zeroing")]
+        np.testing.assert_allclose(got, brute_force_value_zeroing(backend.model, result.tokens.ids, layer), atol=1e-5)
+        assert np.ptp(got) > 0.05
+    assert not backend.model.encoder.layer[0].attention.self.value._forward_hooks  # nothing left on the shared model
+    with pytest.raises(ModelError, match="cannot give ALTI: it runs in transformers"):
+        mixing_arrays(backend, result, ("alti",))
+
+
 def test_a_model_without_our_attention_is_refused_in_one_sentence():
     from attention_viz.backends.registry import load_backend
 

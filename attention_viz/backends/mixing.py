@@ -9,12 +9,16 @@ key j's values zeroed in every head (an intervention on the layer's ``v`` hook p
 batch), and everything after the values — attention output, W_O, residual, norms, feed-forward —
 is recomputed by the layer's own forward (:mod:`attention_viz.analysis.value_zeroing`).
 
-Only models that run in our own Transformer (minilm, the trained Transformers, ``hf:`` folders in
-ours) have these hook points; anything else gets a one-line ModelError.
+Models that run in our own Transformer (minilm, the trained Transformers, ``hf:`` folders in ours)
+get both. An encoder-only or decoder-only ``hf:`` model that runs in ``transformers`` gets value
+zeroing through forward hooks where its attention has a value projection of its own (BERT's
+``value``, ``v_proj``, ``v_lin``), and ALTI is refused there; anything else gets a one-line ModelError.
 """
 
 from __future__ import annotations
 
+import contextvars
+import re
 from collections.abc import Collection, Sequence
 
 import numpy as np
@@ -51,13 +55,17 @@ def mixing_arrays(
     float32 ``[query, key]`` keyed by hook name; a ModelError where the backend cannot give them."""
     measures = check_measures(measures)
     model = getattr(backend, "model", None)
-    if not isinstance(model, Transformer):
-        where = ("it runs in transformers" if backend.implementation == "transformers"
-                 else "it has no multi-head self-attention")
-        raise ModelError(f"{backend.name} cannot give value zeroing or ALTI: {where}; they need a model that runs "
-                         "in our own Transformer")
-    target = None if result.target_tokens is None else result.target_tokens.ids
-    return context_mixing(model, result.tokens.ids, target, measures, ablation)
+    if isinstance(model, Transformer):
+        target = None if result.target_tokens is None else result.target_tokens.ids
+        return context_mixing(model, result.tokens.ids, target, measures, ablation)
+    if backend.implementation != "transformers":
+        raise ModelError(f"{backend.name} cannot give value zeroing or ALTI: it has no multi-head self-attention")
+    if "alti" in measures:
+        raise ModelError(f"{backend.name} cannot give ALTI: it runs in transformers, which hands out attention weights "
+                         "only; ALTI needs the values, W_O and the norms of a model that runs in our own Transformer")
+    if ablation is not None and ablation.heads:
+        raise backend.ablation_refusal()
+    return transformers_value_zeroing(backend, result)
 
 
 def context_mixing(
@@ -173,3 +181,82 @@ def _alti(model: Transformer, layer: nn.Module, group: Group, index: int, x: tor
         post_norm,
     )
     return c.astype(np.float32)
+
+
+# -- models that run in transformers: forward hooks on the value projection ----------------------
+
+VALUE_PROJECTIONS = ("value", "v_proj", "v_lin")  # BERT/RoBERTa/ELECTRA, OPT/BART-style, DistilBERT
+_LAYER_PATH = re.compile(r"^(.*?\.(\d+))\.")  # the value projection's path up to its layer's index
+# Which call the value hooks act for: torch's forward hooks are shared by every thread, so a hook
+# does nothing unless its own context set this (per call, as hooks.intervene does for our model).
+_zeroing: contextvars.ContextVar[torch.Tensor | None] = contextvars.ContextVar("attention_viz_zeroing", default=None)
+
+
+def transformers_value_zeroing(backend: Backend, result: AttentionResult) -> dict[str, np.ndarray]:
+    """Value zeroing of an encoder-only or decoder-only ``transformers`` model whose attention has a
+    value projection of its own (an ``nn.Linear`` named value, v_proj or v_lin in every layer): the
+    model on T copies of the input per layer, copy j with row j of that layer's value projection
+    output zeroed by a forward hook, the layer's own output read by another."""
+    model = backend.model
+    if backend.shape not in ("encoder-only", "decoder-only"):
+        raise ModelError(f"{backend.name} cannot give value zeroing here: it is {backend.shape} and runs in transformers "
+                         "(encoder-only and decoder-only models can)")
+    values = {}
+    for path, module in model.named_modules():
+        match = _LAYER_PATH.match(path)
+        if match and path.rsplit(".", 1)[-1] in VALUE_PROJECTIONS and isinstance(module, nn.Linear):
+            values[int(match.group(2))] = (module, model.get_submodule(match.group(1)))
+    if not values or sorted(values) != list(range(len(values))):
+        raise ModelError(f"{backend.name} runs in transformers and its attention has no value projection of its own "
+                         "(e.g. GPT-2 fuses Q, K and V): value zeroing cannot reach its values")
+    group = ENCODER_SELF if backend.shape == "encoder-only" else DECODER_SELF
+    ids = torch.tensor([list(result.tokens.ids)], device=next(model.parameters()).device)
+    length = ids.size(1)
+    extra = {"use_cache": False} if backend.shape == "decoder-only" else {}
+    allowed = np.tril(np.ones((length, length), dtype=bool)) if backend.shape == "decoder-only" else None
+    width = model.config.hidden_size * 4 + model.config.num_attention_heads * length
+    copies = max(1, ZEROED_ELEMENTS // (length * width))
+    out = {}
+    for index, (value, layer) in sorted(values.items()):
+        outputs: list[torch.Tensor] = []
+
+        def zero(module: nn.Module, args: object, output: torch.Tensor) -> torch.Tensor | None:
+            keys = _zeroing.get()
+            if keys is None:
+                return None  # another call's forward: leave it alone
+            output = output.clone()  # (J, T, h·d_k)
+            output[torch.arange(len(keys), device=output.device), keys] = 0.0
+            return output
+
+        def keep(module: nn.Module, args: object, output) -> None:
+            if _zeroing.get() is not None:
+                outputs.append(output[0] if isinstance(output, tuple) else output)
+
+        handles = [value.register_forward_hook(zero), layer.register_forward_hook(keep)]
+        try:
+            with torch.inference_mode():
+                real = _hidden_of(model, ids, extra, layer, torch.empty(0, dtype=torch.long), outputs)[0]
+                distances = np.empty((length, length))
+                for start in range(0, length, copies):
+                    keys = torch.arange(start, min(start + copies, length), device=ids.device)
+                    zeroed = _hidden_of(model, ids.expand(len(keys), -1), extra, layer, keys, outputs)
+                    distances[:, start : start + len(keys)] = cosine_distances(
+                        real.float().cpu().numpy(), zeroed.float().cpu().numpy())
+        finally:
+            for handle in handles:
+                handle.remove()
+        out[hook_name(group, index, "value_zeroing")] = value_zeroing_map(distances, allowed).astype(np.float32)
+    return out
+
+
+def _hidden_of(model: nn.Module, ids: torch.Tensor, extra: dict, layer: nn.Module, keys: torch.Tensor,
+               outputs: list[torch.Tensor]) -> torch.Tensor:
+    """``layer``'s output ``(B, T, d)`` in a forward of ``ids`` with the values of ``keys`` zeroed (an
+    empty ``keys``: none; the hook's ``output[arange(0), keys]`` then touches nothing)."""
+    outputs.clear()
+    token = _zeroing.set(keys)
+    try:
+        model(input_ids=ids, attention_mask=torch.ones_like(ids), **extra)
+    finally:
+        _zeroing.reset(token)
+    return outputs[-1]
