@@ -5,6 +5,8 @@ float64 with explicit loops; the command line and the notebook API save them und
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 import torch
@@ -266,6 +268,14 @@ def test_value_zeroing_through_transformers_hooks_matches_the_brute_force(hf_ber
         got = maps[hook_name(ENCODER_SELF, layer, "value_zeroing")]
         np.testing.assert_allclose(got, brute_force_value_zeroing(backend.model, result.tokens.ids, layer), atol=1e-5)
         assert np.ptp(got) > 0.05
+    # two sessions at once on the one shared model: each call's hooks act for that call only
+    other = backend.run("the street was tired .")
+    with ThreadPoolExecutor(2) as pool:
+        both = list(pool.map(lambda r: mixing_arrays(backend, r, ("value_zeroing",)), [result, other] * 2))
+    for name, array in maps.items():
+        np.testing.assert_allclose(both[0][name], array, atol=1e-6)
+        np.testing.assert_allclose(both[2][name], array, atol=1e-6)
+    assert both[1][name].shape == (len(other.tokens), len(other.tokens))
     assert not backend.model.encoder.layer[0].attention.self.value._forward_hooks  # nothing left on the shared model
     with pytest.raises(ModelError, match="cannot give ALTI: it runs in transformers"):
         mixing_arrays(backend, result, ("alti",))

@@ -187,9 +187,40 @@ def _alti(model: Transformer, layer: nn.Module, group: Group, index: int, x: tor
 
 VALUE_PROJECTIONS = ("value", "v_proj", "v_lin")  # BERT/RoBERTa/ELECTRA, OPT/BART-style, DistilBERT
 _LAYER_PATH = re.compile(r"^(.*?\.(\d+))\.")  # the value projection's path up to its layer's index
-# Which call the value hooks act for: torch's forward hooks are shared by every thread, so a hook
-# does nothing unless its own context set this (per call, as hooks.intervene does for our model).
-_zeroing: contextvars.ContextVar[torch.Tensor | None] = contextvars.ContextVar("attention_viz_zeroing", default=None)
+# Which call the value hooks act for: torch's forward hooks are shared by every thread, so each
+# call's hooks act only while this holds that call's own _Zeroing (set in its context, as
+# hooks.intervene does for our model); another thread's forward, or another call's hooks, pass.
+_zeroing: contextvars.ContextVar[_Zeroing | None] = contextvars.ContextVar("attention_viz_zeroing", default=None)
+
+
+class _Zeroing:
+    """One call's state: which key each copy of the batch loses, and the layer outputs seen."""
+
+    def __init__(self) -> None:
+        self.keys = torch.empty(0, dtype=torch.long)
+        self.outputs: list[torch.Tensor] = []
+
+    def zero(self, module: nn.Module, args: object, output: torch.Tensor) -> torch.Tensor | None:
+        if _zeroing.get() is not self:
+            return None
+        output = output.clone()  # (J, T, h·d_k)
+        output[torch.arange(len(self.keys), device=output.device), self.keys.to(output.device)] = 0.0
+        return output
+
+    def keep(self, module: nn.Module, args: object, output) -> None:
+        if _zeroing.get() is self:
+            self.outputs.append(output[0] if isinstance(output, tuple) else output)
+
+    def layer_output(self, model: nn.Module, ids: torch.Tensor, extra: dict, keys: torch.Tensor) -> torch.Tensor:
+        """The hooked layer's output ``(B, T, d)`` in a forward of ``ids``, copy b without the values
+        of key ``keys[b]`` (empty ``keys``: nothing zeroed)."""
+        self.keys, self.outputs = keys, []
+        token = _zeroing.set(self)
+        try:
+            model(input_ids=ids, attention_mask=torch.ones_like(ids), **extra)
+        finally:
+            _zeroing.reset(token)
+        return self.outputs[-1]
 
 
 def transformers_value_zeroing(backend: Backend, result: AttentionResult) -> dict[str, np.ndarray]:
@@ -218,28 +249,15 @@ def transformers_value_zeroing(backend: Backend, result: AttentionResult) -> dic
     copies = max(1, ZEROED_ELEMENTS // (length * width))
     out = {}
     for index, (value, layer) in sorted(values.items()):
-        outputs: list[torch.Tensor] = []
-
-        def zero(module: nn.Module, args: object, output: torch.Tensor) -> torch.Tensor | None:
-            keys = _zeroing.get()
-            if keys is None:
-                return None  # another call's forward: leave it alone
-            output = output.clone()  # (J, T, h·d_k)
-            output[torch.arange(len(keys), device=output.device), keys] = 0.0
-            return output
-
-        def keep(module: nn.Module, args: object, output) -> None:
-            if _zeroing.get() is not None:
-                outputs.append(output[0] if isinstance(output, tuple) else output)
-
-        handles = [value.register_forward_hook(zero), layer.register_forward_hook(keep)]
+        call = _Zeroing()
+        handles = [value.register_forward_hook(call.zero), layer.register_forward_hook(call.keep)]
         try:
             with torch.inference_mode():
-                real = _hidden_of(model, ids, extra, layer, torch.empty(0, dtype=torch.long), outputs)[0]
+                real = call.layer_output(model, ids, extra, torch.empty(0, dtype=torch.long))[0]
                 distances = np.empty((length, length))
                 for start in range(0, length, copies):
-                    keys = torch.arange(start, min(start + copies, length), device=ids.device)
-                    zeroed = _hidden_of(model, ids.expand(len(keys), -1), extra, layer, keys, outputs)
+                    keys = torch.arange(start, min(start + copies, length))
+                    zeroed = call.layer_output(model, ids.expand(len(keys), -1), extra, keys)
                     distances[:, start : start + len(keys)] = cosine_distances(
                         real.float().cpu().numpy(), zeroed.float().cpu().numpy())
         finally:
@@ -248,15 +266,3 @@ def transformers_value_zeroing(backend: Backend, result: AttentionResult) -> dic
         out[hook_name(group, index, "value_zeroing")] = value_zeroing_map(distances, allowed).astype(np.float32)
     return out
 
-
-def _hidden_of(model: nn.Module, ids: torch.Tensor, extra: dict, layer: nn.Module, keys: torch.Tensor,
-               outputs: list[torch.Tensor]) -> torch.Tensor:
-    """``layer``'s output ``(B, T, d)`` in a forward of ``ids`` with the values of ``keys`` zeroed (an
-    empty ``keys``: none; the hook's ``output[arange(0), keys]`` then touches nothing)."""
-    outputs.clear()
-    token = _zeroing.set(keys)
-    try:
-        model(input_ids=ids, attention_mask=torch.ones_like(ids), **extra)
-    finally:
-        _zeroing.reset(token)
-    return outputs[-1]
