@@ -92,7 +92,7 @@ def test_the_sidebar_says_which_implementation_runs(folders, model, expected):
 
 def test_what_cannot_run_says_where_it_runs(folders, tmp_path, capsys):
     """hf: Llama runs in ours, so it removes heads and gives value norms; a folder in transformers
-    is refused saying so; a model of ours without heads is refused without blaming transformers."""
+    is refused saying so; a model of ours without heads (the GRU) is refused without blaming transformers."""
     llama = load_backend(f"hf:{folders / 'llama'}")
     result, _ = llama.forward("the cat sat on the mat", ablation=Ablation(((("decoder", "self_attn"), 0, 1),)))
     assert result.meta["implementation"] == "ours" and llama.can_ablate
@@ -105,5 +105,5 @@ def test_what_cannot_run_says_where_it_runs(folders, tmp_path, capsys):
         assert main(["run", "--model", bert, "--text", "the cat sat", *flag, "--out", str(out)]) == 2
         assert "runs in transformers" in capsys.readouterr().err
     assert "runs in transformers" in str(load_backend(bert).ablation_refusal())
-    captioner = load_backend("show-attend-tell")
-    assert captioner.implementation == "ours" and "transformers" not in str(captioner.ablation_refusal())
+    rnn = load_backend("toy-translate-rnn")
+    assert rnn.implementation == "ours" and "transformers" not in str(rnn.ablation_refusal())
