@@ -101,8 +101,10 @@ def check_loading(name: str, model: PreTrainedModel, loading: dict) -> None:
     Three kinds of difference remain harmless and pass: a pooler that is missing (it runs after every
     attention and feeds nothing shown here; ``BertModel(add_pooling_layer=False)`` saves none),
     unexpected tensors outside the model's own modules (the task head of a ``*ForMaskedLM`` or
-    ``*ForCausalLM`` checkpoint, loaded here as the bare model), and stale buffers of old checkpoints. Anything else — missing weights,
-    extra ones inside the model, mis-shaped ones — means transformers would run random weights.
+    ``*ForCausalLM`` checkpoint, loaded here as the bare model), and stale buffers of old checkpoints.
+    Anything else is refused: a missing or mis-shaped weight would be transformers' random
+    initialisation, and an extra one inside the model (a layer the config does not have) means the
+    config describes another model than the checkpoint.
     """
     own = {child for child, _ in model.named_children()} | {p for p, _ in model.named_parameters(recurse=False)}
     prefix = f"{model.base_model_prefix}." if model.base_model_prefix else ""
