@@ -18,11 +18,12 @@ from transformers.models.llama import modeling_llama
 
 from attention_viz import cli
 from attention_viz.analysis.patching import PRESETS, Patching, restored_fraction
-from attention_viz.backends.patching import Experiment, patch
+from attention_viz.backends.patching import Experiment, patch, run_from
 from attention_viz.backends.registry import load_backend
 from attention_viz.errors import ModelError
 from test_hf_backend import save_bert, save_gpt2
-from test_ours_decoder import save_tokenizer
+from attention_viz.hooks import capture
+from test_ours_decoder import save, save_tokenizer
 
 # (clean, corrupt, answer, wrong) each tokenizer reads as single tokens of its vocabulary
 PAIRS = {
@@ -242,6 +243,21 @@ def test_one_head_at_every_position_is_the_head_site(folders):
         sites = [s for s in by_position.sites if s.cell[:2] == (layer, head)]
         assert len(sites) == len(heads.tokens)
         assert by_position.together(sites) == pytest.approx(heads.patched[layer, head], abs=1e-5)
+
+
+@pytest.mark.parametrize("model", ["mistral", "minilm"])
+def test_a_run_resumed_at_any_layer_is_the_whole_run(tmp_path, model):
+    """Patched runs start at their site's layer from the receiver's residual stream there; with
+    sliding-window layers (Mistral, window 4 < 9 tokens) and in an encoder."""
+    backend = load_backend(f"hf:{save(tmp_path, 'mistral')}" if model == "mistral" else "minilm")
+    ids = torch.tensor([backend.tokenize("the cat sat on the mat because it was tired")[0].ids])
+    with torch.inference_mode(), capture(kinds=("resid_pre",)) as states:
+        whole = backend.model(ids)
+    names = states.names_recorded()
+    assert len(names) == backend.model.config.N >= 2  # one resid_pre per layer
+    with torch.inference_mode():
+        for layer, name in enumerate(names):
+            torch.testing.assert_close(run_from(backend.model, layer, states[name]), whole, rtol=0, atol=1e-5)
 
 
 def test_batched_sites_equal_sites_run_one_by_one(folders, monkeypatch):

@@ -6,7 +6,9 @@ other input) for its metric; then the receiver again, batched, one site per batc
 intervention function overwrites only row b, at its one hook point, with the cached source value
 (``hooks.intervene``; the attention recomputes what follows from a replaced pattern). Batches are
 sized to a memory budget, so ``head_positions`` (layers × heads × positions sites) runs in a few
-large forwards.
+large forwards. A patched run of a decoder-only or encoder-only model starts at the site's layer,
+from the receiver's cached residual stream there: the layers below it would only recompute the
+receiver run (about half the work for ``heads`` or ``resid``).
 
 Metrics, one scalar per run (what the issue and the patching papers use):
 
@@ -28,8 +30,9 @@ import torch
 from ..analysis.patching import Patching, check_restorable, check_site
 from ..errors import ModelError
 from ..hooks import capture, intervene
-from ..model import Transformer
-from ..names import CROSS, DECODER_SELF, ENCODER_SELF, GROUPS, Group, hook_name, layer_hook_name
+from ..attention import sliding_window_mask
+from ..model import Transformer, decoder_mask
+from ..names import CROSS, DECODER_SELF, ENCODER_SELF, GROUPS, Group, hook_name, layer_hook_name, parse_layer_hook_name
 from ..tokens import Tokens
 from .base import Backend, check_text
 from .ours import attention_module
@@ -294,6 +297,10 @@ def _replace(source: torch.Tensor, rows: list[tuple[int, tuple[int, ...]]]):
     return fn
 
 
+def _layer_of(name: str) -> int:
+    return parse_layer_hook_name(name)[1]
+
+
 def batch_size(model: Transformer, side: Side, n: int) -> int:
     """How many patched runs go in one forward: the widest activation of a run times the batch
     stays within BUDGET floats."""
@@ -301,6 +308,20 @@ def batch_size(model: Transformer, side: Side, n: int) -> int:
     length = max(a.size(1) for a in side.args)
     widest = max(c.h * length * length * 3, length * max(c.d_ff, c.d_model) * 4)
     return max(1, min(n, BUDGET // widest))
+
+
+def run_from(model: Transformer, layer: int, x: torch.Tensor) -> torch.Tensor:
+    """The final hidden states of a one-stack model whose residual stream entering ``layer`` is ``x``
+    (B, T, d_model): the rest of ``Encoder.forward`` / ``Decoder.forward`` (inputs without padding)."""
+    stack = model.encoder if model.config.shape == "encoder-only" else model.decoder
+    if model.config.shape == "encoder-only":
+        masks = [None] * len(stack.layers)
+    else:
+        causal = decoder_mask(x.size(1), None, x.device)
+        masks = [causal if w is None else causal & sliding_window_mask(x.size(1), w, x.device) for w in stack.windows]
+    for block, mask in zip(stack.layers[layer:], masks[layer:]):
+        x = block(x, mask)
+    return stack.norm(x) if stack.norm is not None else x
 
 
 class Experiment:
@@ -317,11 +338,15 @@ class Experiment:
                                       else (self.clean_side, self.corrupt_side))
         self.names, self.rows, heads = hooks_for(self.model, site)
         kind = {"resid": "resid_pre", "patterns": "pattern"}.get(site, "context")
+        # one stack: patched runs start at their layer, from the receiver's residual stream there
+        self.resumable = self.model.config.shape != "encoder-decoder"
         with torch.inference_mode():
             with capture(kinds=(kind,), names=self.names) as cache:
                 source_metric = self._measure(self.source)
-            receiver_metric = self._measure(self.receiver)
+            with capture(kinds=("resid_pre",) if self.resumable else ()) as states:
+                receiver_metric = self._measure(self.receiver)
         self.cache = {name: cache[name] for name in self.names}
+        self.entering = [states[name] for name in sorted(states.names_recorded(), key=_layer_of)]
         self.clean, self.corrupt = ((receiver_metric, source_metric) if noising else (source_metric, receiver_metric))
         positions = [self.cache[n].size(1 if site == "resid" else 2) for n in self.names]
         self.sites, self.grid = enumerate_sites(site, self.names, heads, positions)
@@ -334,20 +359,30 @@ class Experiment:
         """The metric with each site patched alone, in the grid (NaN where a row is shorter)."""
         check_restorable(self.clean, self.corrupt)  # before any patched run
         out = np.full(self.grid, np.nan)
-        chunk = batch_size(self.model, self.receiver, len(self.sites))
-        with torch.inference_mode():
-            for start in range(0, len(self.sites), chunk):
-                part = self.sites[start : start + chunk]
-                by_name: dict[str, list[tuple[int, tuple[int, ...]]]] = {}
-                for b, site in enumerate(part):
-                    by_name.setdefault(site.name, []).append((b, site.index))
-                hooks = [(name, _replace(self.cache[name], rows)) for name, rows in by_name.items()]
-                args = [a.expand(len(part), *a.shape[1:]) for a in self.receiver.args]
-                with intervene(hooks):
-                    metrics = self.receiver.measure(self.model(*args))
-                for site, value in zip(part, metrics.tolist()):
+        # a batch holds sites of one row (one layer), so a resumable run starts at that layer
+        rows: dict[int, list[Site]] = {}
+        for site in self.sites:
+            rows.setdefault(site.cell[0], []).append(site)
+        for row, sites in rows.items():
+            chunk = batch_size(self.model, self.receiver, len(sites))
+            for start in range(0, len(sites), chunk):
+                part = sites[start : start + chunk]
+                for site, value in zip(part, self._patched(part, row).tolist()):
                     out[site.cell] = value
         return out
+
+    def _patched(self, part: Sequence[Site], row: int) -> torch.Tensor:
+        """The metric of one forward per site of ``part`` (batch item b patches ``part[b]``), all in row ``row``."""
+        by_name: dict[str, list[tuple[int, tuple[int, ...]]]] = {}
+        for b, site in enumerate(part):
+            by_name.setdefault(site.name, []).append((b, site.index))
+        hooks = [(name, _replace(self.cache[name], rows)) for name, rows in by_name.items()]
+        with torch.inference_mode(), intervene(hooks):
+            if self.resumable:  # rows are layers here
+                hidden = run_from(self.model, row, self.entering[row].expand(len(part), -1, -1))
+            else:
+                hidden = self.model(*[a.expand(len(part), *a.shape[1:]) for a in self.receiver.args])
+            return self.receiver.measure(hidden)
 
     def together(self, sites: Sequence[Site]) -> float:
         """The metric with all ``sites`` patched in one run."""
