@@ -36,15 +36,18 @@ def cmd_caption(args: argparse.Namespace) -> int:
 
     if problem := missing_folder(args.out):
         raise ModelError(problem)
+    from .images import fit, load_image_file
+
+    # a bad file is answered before the model loads
+    image = None if args.image is None else load_image_file(args.image)
     from .backends.registry import load_backend  # torch loads only for this command
-    from .images import read_image_file
     from .trained.scenes import BACKGROUND
 
     backend = load_backend(MODEL)
-    if args.scene is not None:
+    if image is None:
         result = backend.caption_scene(args.scene)
     else:
-        result = backend.caption_image(read_image_file(args.image, backend.image_size, BACKGROUND))
+        result = backend.caption_image(fit(image, backend.image_size, BACKGROUND))
     result.save_npz(args.out)
     rows, cols = result.grid
     print(f"wrote {args.out}: \"{' '.join(result.words)}\" ({len(result.words)} words × {rows}×{cols} regions)")

@@ -17,6 +17,7 @@ from .atlas import cli as atlas_cli
 from .backends.registry import DEFAULT_MODEL, MODELS, availability, load_backend
 from .figures.views import VIEWS
 from .names import KINDS
+from .text_file import read_text_path
 
 EXIT_USAGE = 2
 
@@ -51,7 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run a model on a text and save every captured array (.npz)")
     run.add_argument("--model", default=DEFAULT_MODEL, help="model name (see `models`) or hf:<id or folder>")
-    run.add_argument("--text", required=True, help="the input sentence")
+    source = run.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text", help="the input sentence")
+    source.add_argument("--text-file", metavar="FILE",
+                        help="read the input from a text file (UTF-8, or UTF-16 with a byte-order mark)")
     run.add_argument("--target", help="target sentence for teacher forcing (encoder–decoder models)")
     run.add_argument("--kinds", type=_kinds, default=("pattern",), help="'all' or e.g. pattern,scores,q")
     cli_heads.add_run_options(run)
@@ -78,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.text_file is not None:
+        args.text = read_text_path(args.text_file)
     if not args.text.strip():
         return _fail("--text is empty: give a sentence")
     if not args.out.endswith(".npz"):

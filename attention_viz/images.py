@@ -4,56 +4,80 @@ Only PNG and JPEG are accepted, and only up to :data:`MAX_BYTES` and :data:`MAX_
 from the header, before any pixel is decoded, so a decompression bomb costs nothing). The image is
 turned upright (EXIF orientation), transparent parts are laid on the background colour, and it is
 fitted into a ``size × size`` square without distortion (letterboxed with the background colour).
-Every refusal is a :class:`ModelError` with a one-line reason. No torch here.
+Every refusal is a :class:`ModelError` with a one-line sentence: what is wrong with the file and
+what to do about it, never an exception's name. No torch here.
 """
 
 from __future__ import annotations
 
 import io
-import warnings
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageOps, JpegImagePlugin, PngImagePlugin
 
 from .errors import ModelError
+from .text_file import read_user_file
 
-FORMATS = ("PNG", "JPEG")
 MAX_BYTES = 20_000_000
 MAX_PIXELS = 40_000_000  # e.g. 8000 × 5000
+# signature → (the format's reader, the bytes its last marker ends with: PNG's IEND chunk, JPEG's EOI).
+# The readers are PIL's own classes, used directly: Image.open would first run PIL's decompression-bomb
+# check, which refuses past ~179 megapixels with its own message before ours could give the size.
+FORMATS = {
+    b"\x89PNG\r\n\x1a\n": (PngImagePlugin.PngImageFile, b"IEND\xaeB`\x82"),
+    b"\xff\xd8\xff": (JpegImagePlugin.JpegImageFile, b"\xff\xd9"),
+}
+AGAIN = "save it again or pick another file"
 
 
-def read_image_file(path: str | Path, size: int, background: tuple[int, int, int]) -> np.ndarray:
-    """The image in ``path`` as (size, size, 3) uint8; ModelError when it is missing, huge or not an image."""
-    path = Path(path)
-    if not path.is_file():
-        raise ModelError(f"no such image file: {path}")
-    if path.stat().st_size > MAX_BYTES:
-        raise ModelError(f"{path.name} is {path.stat().st_size / 1e6:.1f} MB; images up to {MAX_BYTES / 1e6:.0f} MB only")
-    return read_image(path.read_bytes(), size, background, path.name)
+def load_image_file(path: str | Path) -> Image.Image:
+    """The decoded image in ``path``, checked as :func:`load_image` checks an upload; ModelError also
+    when the file is missing, a folder or not readable."""
+    return load_image(read_user_file(path, MAX_BYTES, "image file"), str(path))
 
 
 def read_image(data: bytes, size: int, background: tuple[int, int, int], name: str = "the file") -> np.ndarray:
     """PNG/JPEG bytes → (size, size, 3) uint8, letterboxed; ModelError for anything else."""
+    return fit(load_image(data, name), size, background)
+
+
+def load_image(data: bytes, name: str = "the file") -> Image.Image:
+    """PNG/JPEG bytes → the decoded image; its size is checked from the header before any pixel is
+    decoded. ModelError (one sentence naming ``name``) for an empty, huge, damaged or other file."""
     if not data:
-        raise ModelError(f"{name} is empty")
+        raise ModelError(f"{name} is empty (0 bytes); pick another file")
     if len(data) > MAX_BYTES:
-        raise ModelError(f"{name} is {len(data) / 1e6:.1f} MB; images up to {MAX_BYTES / 1e6:.0f} MB only")
+        raise ModelError(f"{name} is {len(data) / 1e6:.1f} MB; images up to {MAX_BYTES / 1e6:.0f} MB are read")
+    reader, end = next((kind for signature, kind in FORMATS.items() if data.startswith(signature)), (None, b""))
+    if reader is None:
+        raise ModelError(f"{name} is not a PNG or JPEG image; save it as PNG or JPEG, or pick another file")
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data), formats=FORMATS)
-            width, height = image.size
-            if width * height > MAX_PIXELS:
-                raise ModelError(f"{name} is {width}×{height} pixels; images up to {MAX_PIXELS / 1e6:.0f} megapixels only")
-            image.load()
+        image = reader(io.BytesIO(data))  # reads the header only
+        _check_size(image.size, name)
+        image.load()
     except ModelError:
         raise
-    except UnidentifiedImageError:
-        raise ModelError(f"{name} is not a PNG or JPEG image") from None
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
-        raise ModelError(f"{name} could not be read as an image ({type(error).__name__})") from None
-    return fit(image, size, background)
+    except (OSError, SyntaxError, ValueError, EOFError):  # what PIL raises on bytes it cannot decode
+        if not data.rstrip(b"\x00").endswith(end):  # the file stops before its format's last marker
+            raise ModelError(f"{name} is damaged or incomplete: its image data ends early; {AGAIN}") from None
+        raise ModelError(f"{name} is damaged: its image data cannot be decoded; {AGAIN}") from None
+    return image
+
+
+def _check_size(size: tuple[int, int], name: str) -> None:
+    width, height = size
+    if width * height > MAX_PIXELS:
+        raise ModelError(f"{name} is {width:,} × {height:,} pixels ({_megapixels(width * height)} megapixels); "
+                         f"images up to {_megapixels(MAX_PIXELS)} megapixels are read: scale it down and try again")
+
+
+def _megapixels(pixels: int) -> str:
+    """400, 60, 40.2: no ".0", and a size past the limit never rounded down onto it (40.008, not 40)."""
+    digits = 1
+    while pixels > MAX_PIXELS and round(pixels / 1e6, digits) <= MAX_PIXELS / 1e6:
+        digits += 1
+    return f"{pixels / 1e6:.{digits}f}".rstrip("0").rstrip(".")
 
 
 def fit(image: Image.Image, size: int, background: tuple[int, int, int]) -> np.ndarray:

@@ -26,7 +26,7 @@ from ...figures.image import (
     scale_for,
     word_attention_figure,
 )
-from ...images import MAX_BYTES, read_image
+from ...images import MAX_BYTES, fit, load_image, read_image
 from ...result import AttentionResult
 from ...trained.scenes import BACKGROUND, generate
 from .. import cache, plain
@@ -53,9 +53,11 @@ def caption_scene(seed: int) -> CaptionResult:
 
 @st.cache_data(max_entries=MAX_CACHED, show_spinner="Captioning…")
 def caption_upload(data: bytes) -> CaptionResult:
-    """The file's name is not used: messages then hold only our own text, never the user's."""
+    """The file's name is not used: messages then hold only our own text, never the user's. A bad
+    file is said before the model loads."""
+    image = load_image(data, "the uploaded file")
     backend = cache.backend(MODEL)
-    return backend.caption_image(read_image(data, backend.image_size, BACKGROUND, "the uploaded file"))
+    return backend.caption_image(fit(image, backend.image_size, BACKGROUND))
 
 
 def _vit_backend(name: str):
