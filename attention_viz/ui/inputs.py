@@ -10,7 +10,7 @@ from ..backends.registry import HF_PREFIX, MODELS, unknown_model_message
 from ..errors import ModelError
 from ..text_file import MAX_FILE_BYTES, read_text_file
 from . import cache, plain
-from .state import DEFAULT_TEXT
+from .state import DEFAULT_TEXT, MAX_TEXT, forget_too_long, too_long
 from .widgets import text
 
 EXAMPLES = {
@@ -31,9 +31,14 @@ HF_FOLDER = (
     "`.model`). On a shared server it must lie under one of the folders in `ATTENTION_VIZ_MODEL_ROOTS`. "
     "Hub ids (such as `gpt2`) download only when `ATTENTION_VIZ_ALLOW_DOWNLOAD=1`."
 )
-MAX_TEXT = 20_000  # characters; longer texts are cut by the box (and from a link, with a message)
+UPLOAD_LABEL = "Or a long text (.txt file)"
+# a link's parameter → what the user calls it (others by their URL name)
+LINK_VALUES = {"text": "sentence", "target": "target", "text_b": "second sentence", "model": "model name",
+               "reference": "reference translation"}
+NOTICE_SENTENCE = "_too_long_sentence"  # the sentence the page showed with the notice of a too-long link
 LONG_FILE_HELP = (
-    f"For texts longer than the box's {MAX_TEXT:,} characters: a UTF-8 .txt file up to {MAX_FILE_BYTES // 1000} KB. "
+    f"For texts longer than the box's {MAX_TEXT:,} characters: a .txt file (UTF-8, or UTF-16 with its byte-order "
+    f"mark) up to {MAX_FILE_BYTES // 1000} KB. "
     "While a file is loaded it replaces the box's sentence. Decoders that run in our own Transformer read all of "
     "it (up to their longest input) in the Head and All heads views; other models read what they can."
 )
@@ -80,7 +85,7 @@ def model_picker() -> str:
 
 def long_text_upload() -> str | None:
     """The text of an uploaded .txt file; None without one, or when it cannot be read (said here)."""
-    upload = st.file_uploader("Or a long text (.txt file)", type=["txt"], key="text_file", max_upload_size=1,
+    upload = st.file_uploader(UPLOAD_LABEL, type=["txt"], key="text_file", max_upload_size=1,
                               help=LONG_FILE_HELP)
     if upload is None:
         return None
@@ -130,9 +135,29 @@ def request_panel() -> Request:
         st.selectbox("Examples", ["—"] + list(EXAMPLES), key="example", on_change=_apply_example)
         sentence = text("Sentence", "text", DEFAULT_TEXT, max_chars=MAX_TEXT, area=True, height=110,
                         help="Ctrl+Enter (⌘+Enter) or a click outside the box runs it.")
-        sentence = long_text_upload() or sentence
+        uploaded = long_text_upload()
         target = None
         if model_shape(model) == "encoder-decoder":
             target = text("Target (teacher forcing; empty = the model translates)", "target",
                           max_chars=MAX_TEXT) or None
-    return Request(model, sentence, target)
+    link_too_long(sentence, uploaded is not None)
+    return Request(model, uploaded or sentence, target)
+
+
+def link_too_long(sentence: str, uploaded: bool) -> None:
+    """Above the page, before anything runs: each of the link's values that was too long to read, and
+    how to bring a text that long in instead (the page shows the defaults meanwhile). Said until the
+    user gives the page another sentence or a file: the notice has then done its job."""
+    if not too_long():
+        return
+    first = st.session_state.setdefault(NOTICE_SENTENCE, sentence)
+    if uploaded or sentence != first:
+        forget_too_long()
+        return
+    for name, length in too_long().items():
+        what = LINK_VALUES.get(name) or (f"“{name}” value" if len(name) <= 40 else "value")
+        how = (f"save it as a .txt file and upload it in the sidebar's “{UPLOAD_LABEL}” box (pasted into the "
+               f"Sentence box, only its first {MAX_TEXT:,} characters are kept)" if name == "text" else
+               f"paste it into its box (up to {MAX_TEXT:,} characters)")
+        plain.warning(f"The link's {what} is too long for a link: {length:,} characters, and links carry up to "
+                      f"{MAX_TEXT:,}. The page shows the default instead; to read it, {how}.")

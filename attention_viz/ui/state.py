@@ -17,17 +17,24 @@ import streamlit as st
 from ..backends.registry import DEFAULT_MODEL
 
 DEFAULT_TEXT = "The animal didn't cross the street because it was too tired."
+MAX_TEXT = 20_000  # characters: what the sentence box holds, so the longest value a link carries
 PENDING = "_url_pending"  # parameters from the link not yet taken by a widget
 SHOWN = "_url_shown"  # URL name → value of every choice drawn in this run
 CUT = "_url_cut"  # names of texts from the link that were longer than their box allows
+TOO_LONG = "_url_too_long"  # URL name → length of each of the link's values longer than MAX_TEXT
 
 
 def seed_from_url() -> None:
-    """Park the query parameters once per session (the URL wins on first load); start a run."""
+    """Park the query parameters once per session (the URL wins on first load); start a run.
+
+    A value longer than any box holds is left out whole (see :func:`too_long`): cut, it would run a
+    text nobody chose, and a megabyte of it would be written back to the address bar."""
     st.session_state[SHOWN] = {}
     if st.session_state.get("_seeded"):
         return
     params = st.query_params.to_dict()
+    st.session_state[TOO_LONG] = {name: len(value) for name, value in params.items() if len(value) > MAX_TEXT}
+    params = {name: value for name, value in params.items() if name not in st.session_state[TOO_LONG]}
     st.session_state["model"] = params.pop("model", DEFAULT_MODEL)
     st.session_state[PENDING] = params
     st.session_state[CUT] = set()
@@ -51,6 +58,15 @@ def take(key: str) -> str | None:
 
 def remember(key: str, value: str) -> None:
     st.session_state[SHOWN][url_name(key)] = value
+
+
+def too_long() -> dict[str, int]:
+    """URL name → length of each value the link carried past :data:`MAX_TEXT` (left out)."""
+    return st.session_state.get(TOO_LONG, {})
+
+
+def forget_too_long() -> None:
+    st.session_state[TOO_LONG] = {}
 
 
 def note_cut(key: str) -> None:
