@@ -4,6 +4,8 @@ caching: a new set of heads runs one forward (the ablated one), a set seen befor
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -15,6 +17,7 @@ from attention_viz.analysis.ablation_view import (chosen_heads, following_labels
 from attention_viz.backends.scratch import ScratchEncoderBackend
 from attention_viz.figures.ablation import log_prob_bars, movement_bars, pattern_pair, study_bars
 from attention_viz.names import CROSS, DECODER_SELF, ENCODER_SELF
+from attention_viz.trained import induction
 from attention_viz.ui import cache
 
 TIRED = "The animal didn't cross the street because it was too tired."
@@ -91,9 +94,11 @@ def test_toy_translate_translation_log_probs_and_the_head_importance_table():
 
 
 def test_induction_next_token_loss_rises_without_the_previous_token_head():
-    at = open_view("ablation", model="induction", text=REPEATED, ablate="0.2")
+    card = json.loads((induction.FOLDER / "evaluation.json").read_text())
+    previous = card["detector"]["previous_token_head"]  # the model card's, found by the detector unaided
+    at = open_view("ablation", model="induction", text=REPEATED, ablate=f"{previous['layer']}.{previous['head']}")
     assert problems(at) == []
-    assert metric(at, "Change") > 0  # without 0.2 the induction head has no previous token to match on
+    assert metric(at, "Change") > 0  # without it the induction head has no previous token to match on
     at.radio(key="ablation_ablation").set_value("mean").run()
     assert problems(at) == [] and link(at)["ablation"] == "mean"
 

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from apphelpers import app, messages
+
 from attention_viz.analysis.ablation import Ablation
 from attention_viz.analysis.detector import detect, top
 from attention_viz.backends.registry import load_backend
@@ -66,11 +68,12 @@ def test_repeated_half_is_predicted_through_the_detected_heads(backend, scores):
     def repeated_without(*heads):
         return induction.half_losses(backend, sequences, Ablation(tuple((DECODER_SELF, l, h) for l, h in heads)))["repeated_half"]
 
-    layer, head, _ = top(scores["induction"], 1)[0]
-    layer_1 = {h: repeated_without((1, h)) for h in range(backend.model.config.h)}
-    assert layer_1[head] > plain["repeated_half"] and layer_1[head] == max(layer_1.values())
+    # the heads the detector calls induction heads back each other up (the model card's reading): any
+    # one removed costs little, all of them removed take the repeated copy back to guessing
     induction_heads = [(1, h) for h in range(backend.model.config.h) if scores["induction"][1, h] > 0.5]
-    assert repeated_without(*induction_heads) > 0.8 * plain["first_half"]  # all together: back to guessing
+    assert len(induction_heads) >= 2, scores["induction"]
+    assert max(repeated_without(head) for head in induction_heads) < plain["repeated_half"] + 0.5
+    assert repeated_without(*induction_heads) > 0.8 * plain["first_half"]
     prev_layer, prev_head, _ = top(scores["previous_token"], 1)[0]
     assert repeated_without((prev_layer, prev_head)) > plain["repeated_half"] + 1.0
 
@@ -89,8 +92,29 @@ def test_typed_sequences(backend):
         backend.forward("a b", target="c")
 
 
+@pytest.mark.parametrize("length", [6, 13, 24, 30, 31])
+def test_induction_on_every_segment_length_that_fits(backend, length):
+    # scored as the detector scores one typed text; 6–31 is every segment whose two copies fit after
+    # <bos> (the model trained on 6–20 scored 0.27 at 24 and 0.10 at 30)
+    assert (induction.MIN_SEGMENT, induction.MAX_SEGMENT) == (6, 31)
+    for text in induction.typed_texts(length, 2, seed=1):
+        scores = induction.typed_induction(backend, text)
+        assert scores.max() >= 0.6 and scores[0].max() < 0.1, (text, scores)
+
+
+def test_a_text_past_the_context_is_cut_and_the_page_says_so(backend):
+    segment = induction.typed_texts(33, 1)[0].split()[:33]  # 66 symbols: 3 past the 63 after <bos>
+    result = backend.run(" ".join(segment + segment))
+    assert len(result.tokens.ids) == backend.max_tokens == 64 and result.meta["dropped"] == 3
+    at = app(model="induction", text=" ".join(segment + segment))
+    assert not at.exception and not at.error
+    assert [m for m in messages(at) if "longer than" in m] == [
+        "The text is longer than the model's 64 tokens: the last 3 tokens were dropped."]
+
+
 def test_decoder_ablation_changes_the_loss(backend, scores):
-    layer, head, _ = top(scores["induction"], 1)[0]
+    # the previous-token head: the induction heads all read it, so nothing stands in for it
+    layer, head, _ = top(scores["previous_token"], 1)[0]
     summary = compare(backend, "k 3 z 9 w k 3 z 9 w", Ablation(((DECODER_SELF, layer, head),))).summary()
     assert summary["change"] > 0 and len(summary["log_prob_after"]) == 10
     same = compare(backend, "k 3 z 9 w k 3 z 9 w", Ablation(())).summary()
@@ -115,3 +139,8 @@ def test_model_card_numbers_come_from_the_evaluation():
     assert f"{evaluation['loss']['repeated_half']:.3f}" in card
     assert evaluation["detector"]["previous_token_head"]["layer"] == 0
     assert evaluation["detector"]["induction_head"]["layer"] == 1
+    lengths = evaluation["by_length"]
+    assert [row["segment_length"] for row in lengths["rows"]] == list(range(6, 32))  # every length that fits
+    assert lengths["lowest_induction_score"] == min(row["induction_score"] for row in lengths["rows"]) >= 0.6
+    assert all(row["layer"] == 1 and row["repeated_half_loss"] < 0.5 for row in lengths["rows"])
+    assert f"| 31 | layer {lengths['rows'][-1]['layer']} head {lengths['rows'][-1]['head']} |" in card

@@ -22,7 +22,7 @@ from ..result import AttentionResult
 from ..tokens import Tokens, from_words
 from ..trained import checkpoint
 from ..trained.corpus import Vocab
-from ..trained.induction import SYMBOLS
+from ..trained.induction import MAX_SEGMENT, MIN_SEGMENT, SYMBOLS
 from .base import Backend, Outputs, check_text
 from .ours import ablation_context, output_projection
 
@@ -84,4 +84,4 @@ class InductionBackend(Backend):
         return output_projection(self.model, group, layer)
 
     def probe_texts(self, n: int = 24, seed: int = 0) -> list[str]:
-        return sequence_probes(SYMBOLS, n, seed, min_length=6, max_length=20)
+        return sequence_probes(SYMBOLS, n, seed, min_length=MIN_SEGMENT, max_length=MAX_SEGMENT)
