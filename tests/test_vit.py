@@ -222,3 +222,22 @@ def test_the_image_page_says_why_a_folder_is_not_a_vit(tmp_path):
     assert not at.exception and not at.get("plotly_chart")
     assert any("does not exist" in m for m in messages(at))
     assert at.error and all("](" not in e.value for e in at.error)  # the folder's name is escaped: plain text
+
+
+def test_a_vit_whose_weights_do_not_match_its_config_is_refused_naming_them(vit_folder, tmp_path):
+    """As for every hf: model: transformers would fill what is missing with random weights."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "mismatched-vit"
+    shutil.copytree(vit_folder, folder)
+    weights = load_file(folder / "model.safetensors")
+    dropped = sorted(name for name in weights if "encoder.layer.2." in name)
+    save_file({name: t for name, t in weights.items() if name not in dropped}, folder / "model.safetensors",
+              metadata={"format": "pt"})
+    with pytest.raises(ModelError) as caught:
+        load_backend(f"hf:{folder}")
+    message = str(caught.value)
+    assert "does not match its config.json" in message and "\n" not in message
+    assert dropped and "missing layers.2." in message  # transformers' own names for the dropped layer's tensors

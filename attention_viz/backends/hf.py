@@ -35,19 +35,13 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from huggingface_hub import try_to_load_from_cache
 from tokenizers import Tokenizer
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoModelForSeq2SeqLM,
-    AutoTokenizer,
-    PretrainedConfig,
-    PreTrainedModel,
-)
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer, PretrainedConfig
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.models.auto.modeling_auto import (
     MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
@@ -63,6 +57,9 @@ from ..errors import ModelError
 from ..settings import ALLOW_DOWNLOAD_ENV, downloads_allowed
 from ..names import CROSS, DECODER_SELF, ENCODER_SELF, Group, hook_name
 from .base import Backend, check_text, require_readable
+
+if TYPE_CHECKING:  # the class itself loads transformers' modelling code, which sets process environment
+    from transformers import PreTrainedModel
 
 MAX_NEW_TOKENS = 64  # greedy generation budget for encoder–decoder models without a target
 DEFAULT_MAX_TOKENS = 512  # when neither tokenizer nor config states a limit (T5: relative positions)

@@ -83,6 +83,8 @@ class ViTBackend(Backend):
         # imported here: every hf: folder passes through open_vit, and text models need no image stack
         from transformers import AutoImageProcessor, ViTConfig, ViTForImageClassification, ViTModel
 
+        from .hf import check_loading
+
         self.name = name
         safetensors_files(folder)  # refuses pickle-only folders before transformers reads anything
         config = self._load("config", ViTConfig, folder)
@@ -100,8 +102,11 @@ class ViTBackend(Backend):
         # The pooler is unused by attention and absent from classifier checkpoints: not built.
         model_class = ViTForImageClassification if self.classifies else ViTModel
         extra = {} if self.classifies else {"add_pooling_layer": False}
-        self.model = self._load("model", model_class, folder, attn_implementation="eager", use_safetensors=True,
-                                dtype=torch.float32, **extra).eval()
+        model, loading = self._load("model", model_class, folder, attn_implementation="eager", use_safetensors=True,
+                                    dtype=torch.float32, output_loading_info=True, ignore_mismatched_sizes=True,
+                                    **extra)
+        check_loading(self.name, model, loading)  # the checkpoint's own weights, or a sentence naming what differs
+        self.model = model.eval()
         self.id2label = dict(config.id2label or {})
         has_processor = (folder / PROCESSOR_FILE).is_file()
         self.processor = self._load("image processor", AutoImageProcessor, folder) if has_processor else None

@@ -100,17 +100,19 @@ def load_neox_state(model: Transformer, tensors: dict[str, torch.Tensor]) -> Non
     ours = model.state_dict()
     expected = {theirs: ours[mine].shape for mine, theirs in sources.items()}
     for i in range(config.N):  # the fused q, k, v rows of one layer: ours stacked
+        dst = f"decoder.layers.{i}."  # parameter names (not hook names: those come from names.py)
         for p in params:
-            parts = [ours[f"decoder.layers.{i}.self_attn.{w}.{p}"].shape for w in ("w_q", "w_k", "w_v")]
+            parts = [ours[f"{dst}self_attn.{w}.{p}"].shape for w in ("w_q", "w_k", "w_v")]
             expected[f"layers.{i}.attention.query_key_value.{p}"] = (sum(s[0] for s in parts), *parts[0][1:])
     check_shapes("GPT-NeoX", found, expected)
 
     state = {mine: found[theirs] for mine, theirs in sources.items()}
     for i in range(config.N):
+        dst = f"decoder.layers.{i}."
         for p in params:
             fused = found[f"layers.{i}.attention.query_key_value.{p}"]
             for proj, part in zip(("w_q", "w_k", "w_v"), split_qkv(fused, config.h)):
-                state[f"decoder.layers.{i}.self_attn.{proj}.{p}"] = part
+                state[f"{dst}self_attn.{proj}.{p}"] = part
     model.load_state_dict(state, strict=True)  # copies, and casts fp16/bf16 to our fp32
 
 
