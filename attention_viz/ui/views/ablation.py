@@ -54,7 +54,8 @@ def render(result: AttentionResult) -> dict:
     backend = cache.backend(result.model)
     if not backend.can_ablate:
         plain.info(f"{result.model} cannot have heads removed: this page needs a multi-head Transformer whose "
-                   "forward we run ourselves (minilm, toy-translate or induction).")
+                   "forward we run ourselves (minilm, toy-translate, induction, or an hf: Llama, Qwen2, "
+                   "Mistral, GPT-NeoX or GPT-2 folder).")
         return {}
     left, right = st.columns(2)
     with left:
