@@ -1,5 +1,6 @@
-"""Hostile and odd input, in the app (AppTest) and on the command line: a clear message or a
-correct result, never a traceback, and the user's text is kept."""
+"""Hostile and odd input, in the app (AppTest) and on the command line: each text gets its one
+outcome, the tokens the model reads or the one message saying why nothing is read; never a traceback,
+and the user's text is kept."""
 
 import re
 from pathlib import Path
@@ -8,8 +9,9 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from apphelpers import APP, messages, outside_code
+from apphelpers import APP, charts, level_maps, messages, outside_code
 from attention_viz.cli import main
+from attention_viz.figures.axes import plotly_text, shorten
 
 
 TEXTS = {
@@ -49,9 +51,61 @@ TEXTS = {
 }
 
 
+# What each text must give: the tokens the model reads (display labels cut from the text, between
+# [CLS] and [SEP]), or the one message that says why nothing is read.
+EMPTY = "the text is empty"
+EXPECTED: dict[str, list[str] | str] = {
+    "empty": EMPTY,
+    "whitespace": EMPTY,
+    "newlines only": EMPTY,
+    "10k characters": (["The", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog", "."] * 51),
+    "emoji": ["I", "❤️", "attention", "🤖🚀", "👩\u200d👩\u200d👧\u200d👦"],  # one label per word, each [UNK]
+    "emoji only": ["🤖" * 40],
+    "chinese": ["我", "喜", "欢", "吃", "苹", "果"],
+    "japanese": ["東", "京", "は", "日", "本", "の", "首", "都", "で", "す"],
+    # the tokenizer splits a Hangul syllable into its letters (jamo): each piece shows the syllable it is cut from
+    "korean": ["안", "안", "안", "녕", "녕", "녕", "하", "하", "세", "세", "요", "요", "세계"],
+    "arabic": ["ا", "ل", "ق", "ط", "ة", "ج", "ل", "س", "ت", "ع", "ل", "ى", "ا", "ل", "س", "ج", "ا", "د", "ة"],
+    "hebrew": ["ש", "ל", "ו", "ם", "ע", "ו", "ל", "ם"],
+    "mixed direction": ["abc", "ש", "ל", "ו", "ם", "123", "م", "ر", "ح", "ب", "ا", "def"],
+    "rtl override": ["evil\u202c", "text"],  # the override itself is dropped by the tokenizer
+    "zero-width only": "the text has nothing the model can read (only invisible or control characters)",
+    "zero-width inside": ["Hello\u200b", "world", "and\u200d", "more"],
+    "combining": ["e\u0301l", "e\u0300ve", "Z̷̢a̸", "l̵", "g̶o̷"],
+    "control characters": ["[", "31", "m", "red", "[", "0", "m"],
+    "nul": ["a␀b", "c"],  # NUL shown as its picture, never as a raw NUL
+    "script tag": ["<", "script", ">", "alert", "(", "'", "x", "'", ")", "<", "/", "script", ">", "hello"],
+    "img onerror": ["<", "im", "g", "sr", "c", "=", "x", "one", "rro", "r", "=", '"', "alert", "(", "1", ")", '"', ">",
+                    "cat"],
+    "svg onload": ['"', "'", ">", "<", "sv", "g", "on", "load", "=", "alert", "(", "1", ")", ">"],
+    "html entities": ["&", "lt", ";", "b", "&", "gt", ";", "&", "amp", ";", "&", "#", "60", ";", "script", "&", "#",
+                      "62", ";"],
+    "markdown and latex": ["*", "*", "bold", "*", "*", "_", "it", "_", "`", "code", "`", "$", "x", "^", "2", "$", "$",
+                           "$", "\\", "fra", "c", "{", "1", "}", "{", "0", "}", "$", "$", "[", "link", "]", "(",
+                           "java", "script", ":", "alert", "(", "1", ")", ")"],
+    "one 2,000-character word": ["a" * 2000],
+    "special tokens only": ["[CLS]", "[SEP]", "[MASK]"],  # typed special tokens are the model's own
+    "special tokens mixed": ["[PAD]", "[UNK]", "<", "s", ">", "<", "/", "s", ">", "<", "pad", ">", "<", "|", "end",
+                             "oft", "ex", "t", "|", ">"],
+    "512 masks": ["[MASK]"] * 510,
+    "punctuation only": ["!", "!", "!", "?", "?", "?", ".", ".", ".", ";", ";", ";", "-", "-", "-"],
+    "numbers": ["3", ".", "141", "59", "2", ".", "71", "8", "28", "1", "e", "10", "-", "0", "0", "x", "1", "F"],
+    "url": ["https", ":", "/", "/", "example", ".", "com", "/", "?", "q", "=", "<", "x", ">", "&", "y", "=", "1", "#",
+            "fra", "g"],
+    "sql": ["'", ";", "DROP", "TABLE", "users", ";", "-", "-"],
+    "tabs and newlines": ["line", "one", "line", "two", "line", "three"],
+    "lone surrogate": "the text is not valid Unicode (character 5 is a lone surrogate)",
+}
+DROPPED = {"10k characters": 1712, "512 masks": 90}  # tokens past minilm's 512
+TYPE_A_SENTENCE = "Type a sentence in the sidebar (or pick an example) to see its attention."
+
 # A lone surrogate cannot reach the app: browsers and URLs carry only valid UTF-8 (the command
 # line can receive one from undecodable bytes, so it is tested there).
 APP_TEXTS = [name for name in TEXTS if name != "lone surrogate"]
+
+
+def test_every_text_has_its_one_outcome():
+    assert EXPECTED.keys() == TEXTS.keys()
 
 
 @pytest.fixture(scope="module")
@@ -63,17 +117,24 @@ def session() -> AppTest:
 
 @pytest.mark.parametrize("name", APP_TEXTS)
 def test_app_handles_it(name, session):
-    text = TEXTS[name]
+    text, expected = TEXTS[name], EXPECTED[name]
     at = session
     at.text_area(key="text").set_value(text).run()
     assert not at.exception, at.exception
-    charts = at.get("plotly_chart")
-    assert charts or messages(at), "neither a figure nor a message"
     assert at.text_area(key="text").value == text  # the user's text is kept
-    if not text.strip():
-        assert any("Type a sentence" in m for m in messages(at))
-    if name == "10k characters":
-        assert any("were dropped" in m for m in messages(at))
+    if expected == EMPTY:
+        assert messages(at) == [TYPE_A_SENTENCE] and not charts(at) and not level_maps(at)
+    elif isinstance(expected, str):
+        assert messages(at) == [expected] and not charts(at) and not level_maps(at)
+    elif name in DROPPED:  # 512 × 512: the levels element, with every token's label
+        assert messages(at) == [f"The text is longer than the model's 512 tokens: the last {DROPPED[name]} tokens "
+                                "were dropped."]
+        [(header, _, _)] = level_maps(at)
+        assert header["query_names"] == [f"{i}: {label}" for i, label in enumerate(["[CLS]", *expected, "[SEP]"])]
+    else:
+        assert messages(at) == []
+        ticks = charts(at)[0]["layout"]["xaxis"]["ticktext"]
+        assert ticks == [plotly_text(shorten(label)) for label in ["[CLS]", *expected, "[SEP]"]]
 
 
 @pytest.mark.parametrize("name", list(TEXTS))
@@ -81,23 +142,31 @@ def test_command_line_handles_it(name, tmp_path, capsys):
     out = tmp_path / "r.npz"
     code = main(["run", "--model", "minilm", "--text", TEXTS[name], "--out", str(out)])
     captured = capsys.readouterr()
-    if code == 0:
-        data = np.load(out)
-        assert data["encoder.layers.5.self_attn.pattern"].shape[1] == len(data["tokens"])
-        if name == "10k characters":
-            assert "dropped" in captured.out and len(data["tokens"]) == 512
-    else:
-        assert captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
-        assert "Traceback" not in captured.err
-    if name in ("empty", "whitespace", "newlines only", "zero-width only", "lone surrogate"):
-        assert code != 0
+    expected = EXPECTED[name]
+    if isinstance(expected, str):
+        message = "--text is empty: give a sentence" if expected == EMPTY else expected
+        assert (code, captured.err, captured.out) == (2, f"error: {message}\n", "")
+        assert not out.exists()
+        return
+    assert code == 0 and captured.err == ""
+    with np.load(out) as data:
+        assert list(data["tokens"]) == ["[CLS]", *expected, "[SEP]"]
+        assert data["encoder.layers.5.self_attn.pattern"].shape == (12, len(expected) + 2, len(expected) + 2)
+    note = f" ({DROPPED[name]} tokens beyond the model's 512 were dropped)" if name in DROPPED else ""
+    assert captured.out == f"wrote {out}: 6 arrays over {len(expected) + 2} tokens{note}\n"
 
 
-@pytest.mark.parametrize("model", ["gpt-17", "hf:", "hf:/no/such/folder", "MINILM", "minilm; rm -rf /"])
-def test_unknown_models_get_one_line(model, tmp_path, capsys):
-    assert main(["run", "--model", model, "--text", "hi", "--out", str(tmp_path / "r.npz")]) != 0
+@pytest.mark.parametrize("model, says", [
+    ("gpt-17", "unknown model 'gpt-17'; available: minilm, "),
+    ("hf:", "hf: needs a hub id or a local folder, e.g. hf:./my-model"),
+    ("hf:/no/such/folder", "model folder /no/such/folder does not exist"),
+    ("MINILM", "unknown model 'MINILM'; available: minilm, "),
+    ("minilm; rm -rf /", "unknown model 'minilm; rm -rf /'; available: minilm, "),
+])
+def test_unknown_models_get_one_line(model, says, tmp_path, capsys):
+    assert main(["run", "--model", model, "--text", "hi", "--out", str(tmp_path / "r.npz")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1
+    assert err.startswith(f"error: {says}") and err.count("\n") == 1, err
 
 
 def test_unknown_model_in_a_link_is_named_in_the_app():
@@ -106,7 +175,7 @@ def test_unknown_model_in_a_link_is_named_in_the_app():
     at.run()
     assert not at.exception
     assert any("unknown model 'gpt-17'" in m for m in messages(at))
-    assert at.get("plotly_chart")  # and the default model still shows the sentence
+    assert charts(at)[0]["layout"]["xaxis"]["ticktext"][:3] == ["[CLS]", "The", "animal"]  # the default model's
 
 
 def write_folder(root: Path, files: dict[str, bytes]) -> Path:
