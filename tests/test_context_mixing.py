@@ -288,3 +288,45 @@ def test_a_model_without_our_attention_is_refused_in_one_sentence():
     result = backend.run("the cat sleeps .")
     with pytest.raises(ModelError, match="toy-translate-rnn cannot give value zeroing or ALTI"):
         mixing_arrays(backend, result, ("alti",))
+
+
+def test_the_views_draw_alti_and_value_zeroing_layer_by_layer():
+    """The weighting choice offers both; every head of a layer draws its layer's map (and the page says
+    so); the layers view composes them by plain products; a model without them falls back to weights."""
+    from apphelpers import app, charts, switch_view
+    from single_view import array
+
+    from attention_viz.backends.registry import load_backend
+
+    backend = load_backend("minilm")
+    result = backend.run(SENTENCE)
+    maps = mixing_arrays(backend, result, ("alti", "value_zeroing"))
+    labels = [label.lower() for label in result.tokens.labels]
+    it = labels.index("it")
+
+    def z(figure: dict) -> np.ndarray:
+        return array(figure["data"][0]["z"]).astype(np.float64)
+
+    at = app(model="minilm", text=SENTENCE, view="head", weighting="alti", layer="3", head="1")
+    assert not at.exception and at.radio(key="weighting").value == "alti"
+    [head] = charts(at)
+    assert "ALTI" in head["layout"]["title"]["text"]
+    np.testing.assert_allclose(z(head), maps[hook_name(ENCODER_SELF, 3, "alti")], rtol=1e-6, atol=1e-7)
+    assert any("measures a whole layer, not a head" in c.value for c in at.caption)
+
+    at.radio(key="weighting").set_value("value_zeroing").run()
+    switch_view(at, "layers")
+    rows, rolled, *_ = charts(at)
+    assert not at.exception
+    zeroing = np.stack([maps[hook_name(ENCODER_SELF, layer, "value_zeroing")] for layer in range(6)])
+    np.testing.assert_allclose(z(rows), zeroing[:, it, :], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(z(rolled), rollout_maps(zeroing)[-1], rtol=1e-5, atol=1e-6)
+
+    toy = app(model="toy-translate", text="the law was signed .", view="head", group="cross", weighting="alti")
+    [cross] = charts(toy)  # cross-attention has no layer-level maps: its weights, said so
+    assert not toy.exception and cross["data"][0]["colorbar"]["title"]["text"] == "attention weight"
+    assert any("measures self" in c.value and "cross" in c.value for c in toy.caption)
+
+    rnn = app(model="toy-translate-rnn", text="the law was signed .", view="head", group="cross", weighting="alti")
+    assert not rnn.exception and rnn.radio(key="weighting").value == "alti"
+    assert any("cannot give value zeroing or ALTI" in c.value for c in rnn.caption)

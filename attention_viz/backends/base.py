@@ -109,6 +109,14 @@ class Backend(ABC):
         or None when the backend cannot see it (value-weighted norms then cannot be computed)."""
         return None
 
+    def context_mixing(self, result: AttentionResult, measures: Collection[str]) -> dict[str, np.ndarray]:
+        """``measures`` ("value_zeroing", "alti") of every self-attention layer for the tokens of
+        ``result``, ``[query, key]`` keyed by hook name (:mod:`attention_viz.backends.mixing`); a
+        ModelError in one sentence where this model cannot give them."""
+        from .mixing import mixing_arrays  # the layer re-runs need torch: loaded when first asked
+
+        return mixing_arrays(self, result, measures)
+
     def probe_texts(self, n: int = 24, seed: int = 0) -> list[str]:
         """Built-in probe inputs this model can read (head detector, mean ablation), seeded."""
         return english_probes(n, seed)

@@ -22,7 +22,7 @@ from streamlit import config
 from ..access import beyond_loopback
 from ..analysis.coreference import positions
 from ..analysis.focus import top_heads
-from ..analysis.weighting import value_norms_or_reason
+from ..analysis.weighting import mixing_or_reason, value_norms_or_reason
 from ..backends.base import Backend
 from ..backends.registry import load_backend
 from ..names import ENCODER_SELF
@@ -62,6 +62,14 @@ def value_norms(_result: AttentionResult, identity: tuple) -> dict[str, np.ndarr
     (:func:`identity`) names the result; the arrays are not hashed. As large as the patterns, and
     quick to recompute (no forward), so fewer are kept than results."""
     return value_norms_or_reason(_result, backend(_result.model).output_projection)
+
+
+@st.cache_resource(max_entries=MAX_NORMS, show_spinner="Measuring context mixing…")
+def mixing(_result: AttentionResult, identity: tuple, measure: str) -> dict[str, np.ndarray] | str:
+    """ALTI or value zeroing of a result of :func:`run` (or why there is none), once per run and
+    measure: one [query, key] map per layer, so far smaller than the patterns. Value zeroing re-runs
+    each layer on T copies of its input (one forward of a T-sentence batch), ALTI is numpy."""
+    return mixing_or_reason(_result, backend(_result.model).context_mixing, measure)
 
 
 def identity(result: AttentionResult) -> tuple:

@@ -67,16 +67,37 @@ def weighting_picker(key: str = "weighting") -> str:
     return choice("Weighting", WEIGHTINGS, key, widget="radio", format_func=WEIGHTING_NAMES.get, horizontal=True,
                   help="Attention weights: α, how much each query looks at each key. Value-weighted norms "
                        "(Kobayashi et al. 2020): ‖α · f(x)‖, the size of what the key actually adds to the query "
-                       "through this head — a large weight on a tiny vector counts for little.")
+                       "through this head — a large weight on a tiny vector counts for little. ALTI (Ferrando et "
+                       "al. 2022): each key's share of the query's output of the attention block (attention, "
+                       "residual and layer norm together). Value zeroing (Mohebbi et al. 2023): how much the "
+                       "query's output of the layer changes when the key's values are zeroed. Both measure a "
+                       "whole layer, not one head.")
 
 
-def weigh(result: AttentionResult, weighting: str, quiet: bool = False) -> Weighted:
+def weigh(result: AttentionResult, weighting: str, quiet: bool = False, group: Group | None = None) -> Weighted:
     """``result`` ready to draw under ``weighting``: the norms are computed once per run from what it
-    captured (cached beside it, no forward); a model without values or W_O falls back to the weights
-    and the page says so (unless ``quiet``: a second result of the same model)."""
+    captured (cached beside it, no forward), ALTI and value zeroing once per run from the model; a
+    model without them falls back to the weights and the page says so (unless ``quiet``: a second
+    result of the same model). ``group``: the attention drawn (:func:`for_group`)."""
     if weighting == "weights":
         return weighted(result, weighting)
-    shown = weighted(result, weighting, cache.value_norms(result, cache.identity(result)))
+    if weighting == "norms":
+        shown = weighted(result, weighting, cache.value_norms(result, cache.identity(result)))
+    else:
+        shown = weighted(result, weighting, cache.mixing(result, cache.identity(result), weighting))
     if shown.note and not quiet:
         plain.caption(shown.note)
+    return shown if group is None else for_group(shown, group, quiet)
+
+
+def for_group(weighed: Weighted, group: Group, quiet: bool = False) -> Weighted:
+    """``weighed`` as drawn for the attention ``group``: a layer-level measure (ALTI, value zeroing)
+    says that every head shows its layer's map, and where it has none (cross-attention) the weights
+    are drawn, with a sentence saying so."""
+    shown = weighed.on(group)
+    if not quiet and shown is not weighed:
+        plain.caption(shown.note)
+    elif not quiet and shown.layer_level:
+        st.caption(f"{WEIGHTING_NAMES[shown.weighting]} measures a whole layer, not a head: every head of a layer "
+                   "shows the layer's map.")
     return shown

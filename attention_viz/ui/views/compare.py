@@ -15,7 +15,7 @@ from ...names import ENCODER_SELF
 from ...result import AttentionResult
 from ...selection import Choice, Displayed, displayed, merged_labels, misalignment
 from .. import cache, plain
-from ..controls import attention_picker, layer_head_picker, pair_scale, weigh, weighting_picker
+from ..controls import attention_picker, for_group, layer_head_picker, pair_scale, weigh, weighting_picker
 from ..tables import head_table
 from ..inputs import EXAMPLES, MAX_TEXT
 from ..widgets import choice, text
@@ -48,6 +48,7 @@ def heatmap(shown: Displayed, weighed: Weighted, title: str, top: float | None) 
 def two_heads(weighed: Weighted) -> None:
     result = weighed.result
     group = attention_picker(result, key="compare_group")
+    weighed = for_group(weighed, group)
     columns = st.columns(2)
     last = result.n_layers(*group) - 1
     shown = []
@@ -71,6 +72,7 @@ def two_sentences(weighed: Weighted, text_b: str) -> None:
         plain.error(error)
         return
     group = attention_picker(result, key="compare_pair_group")
+    weighed = for_group(weighed, group)
     layer, head = layer_head_picker(result, group, key="compare_pair")
     picked = Choice(group, layer, head, kind=weighed.kind)
     a, b = displayed(result, picked), displayed(other, picked)

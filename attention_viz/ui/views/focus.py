@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ...analysis import focus_matrix
+from ...analysis.weighting import WEIGHTING_NAMES
 from ...figures.focus import focus_heatmap, highlighted_text
 from ...names import CROSS
 from ...result import AttentionResult
@@ -19,7 +20,7 @@ from ..export import chart
 
 def render(result: AttentionResult) -> None:
     group = attention_picker(result, key="focus_group")
-    weighed = weigh(result, weighting_picker())
+    weighed = weigh(result, weighting_picker(), group=group)
     query_tokens, key_tokens = group_tokens(result, group)
     queries, keys = list(query_tokens.labels), list(key_tokens.labels)
     left, right = st.columns(2)
@@ -34,7 +35,7 @@ def render(result: AttentionResult) -> None:
                   key="focus_chart", on_select="rerun", selection_mode="points")
     follow(clicked_tile(event, stack.shape[1]), "focus_chart", "focus_layer", "focus_head")
 
-    st.subheader(f"The {'attention row' if weighed.weighting == 'weights' else 'value-weighted norms'} of "
-                 f"“{literal(queries[q])}” in one head")
+    what = "attention row" if weighed.weighting == "weights" else WEIGHTING_NAMES[weighed.weighting]
+    st.subheader(f"The {what} of “{literal(queries[q])}” in one head")
     layer, head = layer_head_picker(result, group, key="focus", reductions=False)
     st.html(highlighted_text(keys, stack[layer, head, q], None if group == CROSS else q))

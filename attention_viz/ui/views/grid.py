@@ -24,7 +24,7 @@ def render(result: AttentionResult) -> None:
         long_grid.render(result)
         return
     group = attention_picker(result, key="grid_group")
-    weighed = weigh(result, weighting_picker())
+    weighed = weigh(result, weighting_picker(), group=group)
     stack = weighed.stack(group)  # [layers, heads, q, k]
     query_tokens, key_tokens = group_tokens(result, group)
     kv_heads = result.kv_heads(group)
@@ -41,7 +41,7 @@ def render(result: AttentionResult) -> None:
     if group == CROSS:
         st.caption("Cross-attention relates target positions to source positions of another sentence, so the "
                    "statistics that compare positions (previous token, self, next token, offsets) are left out.")
-    if weighed.weighting == "norms":
+    if weighed.weighting != "weights":
         st.caption("The statistics are those of the attention weights (shares of each row), whatever the weighting.")
     st.caption("Click a row to enlarge that head below.")
     follow(head_table(table_of(result, group), "grid_stats"), "grid_stats", "grid_layer", "grid_head")

@@ -30,7 +30,7 @@ def render(result: AttentionResult) -> None:
         long_head.render(result)
         return
     group = attention_picker(result, key="head_group")
-    weighed = weigh(result, weighting_picker())
+    weighed = weigh(result, weighting_picker(), group=group)
     start_layer, start_head = cache.landing_head(result) if group == ENCODER_SELF else (0, 0)
     layer, head = layer_head_picker(result, group, key="head", layer=start_layer, head=start_head)
     options = st.columns(3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...analysis.composition import FlowShown, across_layers, flow_for
+from ...analysis.composition import FlowShown, flow_for
 from ...analysis.weighting import Weighted
 from ...errors import ServerBusy
 from ...figures.heatmap import attention_heatmap
@@ -35,7 +35,7 @@ def flow_cached(_weighed: Weighted, run: tuple, weighting: str, group: Group, qu
 
 def render(result: AttentionResult) -> None:
     group = attention_picker(result, key="layers_group")
-    weighed = weigh(result, weighting_picker())
+    weighed = weigh(result, weighting_picker(), group=group)
     if group == CROSS:
         st.info("Rollout and flow compose a token's attention to itself through the layers; "
                 "choose a self-attention.")
@@ -43,7 +43,7 @@ def render(result: AttentionResult) -> None:
     labels = list(group_tokens(result, group)[0].labels)
     q = token_picker("Token", labels, "layers_query", default_token(labels, "it", 0))
     norms = weighed.weighting == "norms"
-    per_layer, rolled = across_layers(weighed.stack(group), q, weighed.shares(group) if norms else None)
+    per_layer, rolled = weighed.across_layers(group, q)
     chart(st, 
         attention_heatmap(per_layer, [f"layer {i}" for i in range(len(per_layer))], labels,
                           title=f"“{labels[q]}” in every layer (mean of heads){weighed.suffix}",
@@ -55,8 +55,12 @@ def render(result: AttentionResult) -> None:
         plain.caption("Rollout and flow below compose value-weighted shares: each row of norms divided by its sum.")
 
     st.subheader("Attention rollout")
-    st.caption("Each layer's mean of heads plus the residual identity (½A + ½I), rows renormalized, multiplied "
-               "through the layers: how much of each input token reaches each position.")
+    if weighed.layer_level:
+        st.caption("Each layer's map multiplied through the layers as they are (the residual is already in "
+                   "them): how much of each input token reaches each position.")
+    else:
+        st.caption("Each layer's mean of heads plus the residual identity (½A + ½I), rows renormalized, multiplied "
+                   "through the layers: how much of each input token reaches each position.")
     chart(st, cache.figure(attention_heatmap,
                            rolled, labels, labels, title=f"rollout after the last layer{weighed.suffix}"),
                     key="layers_rollout")
