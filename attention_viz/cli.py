@@ -153,5 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "atlas":
             return atlas_cli.run(args)
         return {"run": cmd_run, "export": cmd_export, "caption": caption_cli.cmd_caption, "heads": cli_heads.cmd_heads, "patch": cli_patch.cmd_patch, "models": cmd_models}[args.command](args)
-    except (ModelError, ValueError, OSError) as error:
+    except OSError as error:  # a path the user named, and the system's reason: not "[Errno 21] Is a directory: '…'"
+        return _fail(f"{error.filename}: {error.strerror.lower()}" if error.filename and error.strerror else str(error))
+    except (ModelError, ValueError) as error:
         return _fail(str(error))

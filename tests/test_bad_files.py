@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from apphelpers import APP, app, charts, messages
+from apphelpers import app, charts, messages
 from streamlit.testing.v1 import AppTest
 
 from attention_viz.cli import main
