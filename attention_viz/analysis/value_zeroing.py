@@ -11,8 +11,8 @@ residual, layer norms and feed-forward all recomputed),
 and each row is divided by its sum so that the scores of a query are shares of its total.
 Zeroing a value removes what j sends through attention while keeping j's key, so the attention
 weights are those of the real run; the residual still carries x_i, so C_ii says how much i draws
-on its own value. The whole-model view multiplies the layers' maps (rollout, as
-:func:`attention_viz.analysis.alti.rollout_maps`).
+on its own value. The whole-model view multiplies the layers' maps with no identity added (rollout
+as :func:`attention_viz.analysis.alti.rollout_maps`; the authors' released scoring code does the same).
 
 The forwards with values zeroed run in the backends (torch); what is left here is numpy: the
 cosine distances of a block of zeroed runs and the rows' normalization.
