@@ -236,6 +236,13 @@ def test_a_utf16_text_file_runs_as_its_utf8_text(tmp_path, capsys):
         assert np.array_equal(by_file["encoder.layers.5.self_attn.pattern"], typed["encoder.layers.5.self_attn.pattern"])
 
 
+def test_an_out_path_that_is_a_folder_is_said_in_words(tmp_path, capsys):
+    folder = tmp_path / "result.npz"
+    folder.mkdir()
+    assert main(["run", "--text", "hi", "--out", str(folder)]) == 2
+    assert capsys.readouterr().err == f"error: {folder}: is a directory\n"  # not "[Errno 21] Is a directory: '…'"
+
+
 # ---------------------------------------------------------------- the app
 
 
