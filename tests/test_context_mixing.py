@@ -330,3 +330,21 @@ def test_the_views_draw_alti_and_value_zeroing_layer_by_layer():
     rnn = app(model="toy-translate-rnn", text="the law was signed .", view="head", group="cross", weighting="alti")
     assert not rnn.exception and rnn.radio(key="weighting").value == "alti"
     assert any("cannot give value zeroing or ALTI" in c.value for c in rnn.caption)
+
+
+def test_the_views_stop_value_zeroing_past_their_token_limit():
+    from attention_viz.analysis.weighting import ZEROING_TOKENS, mixing_or_reason, weighted
+    from attention_viz.result import AttentionResult
+    from attention_viz.tokens import from_words
+
+    words = ["w"] * (ZEROING_TOKENS + 1)
+    long = AttentionResult("minilm", from_words(words, list(range(len(words))), [False] * len(words)), {})
+
+    def never(result, measures):
+        raise AssertionError("value zeroing ran past the views' limit")
+
+    reason = mixing_or_reason(long, never, "value_zeroing")
+    assert reason.startswith("value zeroing re-runs every layer once per token") and str(len(words)) in reason
+    shown = weighted(long, "value_zeroing", reason)
+    assert shown.weighting == "weights" and shown.note == reason
+    assert list(mixing_or_reason(long, lambda r, m: {"x": np.eye(2)}, "alti")) == ["x"]  # ALTI has no limit

@@ -30,6 +30,9 @@ QUANTITIES = {"weights": "attention weight", "norms": "value-weighted norm", "al
               "value_zeroing": "value-zeroing score"}  # what one cell holds
 KINDS = {"weights": "pattern", "norms": "value_norm", "alti": "alti", "value_zeroing": "value_zeroing"}
 LAYER_LEVEL = ("alti", "value_zeroing")  # one [query, key] map per layer, whatever the head
+# Value zeroing re-runs every layer on T copies of its input, T² token rows: ~11 s at 128 tokens
+# of minilm on one core here, so the views stop there (the command line and the API do not)
+ZEROING_TOKENS = 128
 
 
 def value_norms_or_reason(
@@ -50,6 +53,10 @@ def mixing_or_reason(
 ) -> dict[str, np.ndarray] | str:
     """Every self-attention layer's ``measure`` map (ALTI or value zeroing) from the backend's
     ``context_mixing``, or the one sentence saying why there is none."""
+    longest = max(len(result.tokens), 0 if result.target_tokens is None else len(result.target_tokens))
+    if measure == "value_zeroing" and longest > ZEROING_TOKENS:
+        return (f"value zeroing re-runs every layer once per token: the views compute it up to {ZEROING_TOKENS} "
+                f"tokens (this input has {longest}); showing attention weights.")
     try:
         return context_mixing(result, (measure,))
     except ModelError as error:

@@ -27,10 +27,12 @@ from ..backends.base import Backend
 from ..backends.registry import load_backend
 from ..names import ENCODER_SELF
 from ..result import AttentionResult
+from .heavy import heavy
 from .private_api import figure_without_validation
 
 MAX_RESULTS = 24  # ≈ 24 × 75 MB at the 512-token worst case
 MAX_NORMS = 8  # value-weighted norms: the patterns' size again
+HEAVY_ZEROING_TOKENS = 32  # value zeroing under a second at 32 tokens; past that, seconds (T² rows)
 MAX_FIGURES = 64  # figure specs: most are tens of kB; a 512-token heatmap ~2 MB
 
 
@@ -68,7 +70,11 @@ def value_norms(_result: AttentionResult, identity: tuple) -> dict[str, np.ndarr
 def mixing(_result: AttentionResult, identity: tuple, measure: str) -> dict[str, np.ndarray] | str:
     """ALTI or value zeroing of a result of :func:`run` (or why there is none), once per run and
     measure: one [query, key] map per layer, so far smaller than the patterns. Value zeroing re-runs
-    each layer on T copies of its input (one forward of a T-sentence batch), ALTI is numpy."""
+    each layer on T copies of its input (one forward of a T-sentence batch), ALTI is numpy. Past
+    ``HEAVY_ZEROING_TOKENS`` value zeroing takes a heavy slot (ServerBusy, not cached, when none is free)."""
+    if measure == "value_zeroing" and len(_result.tokens) > HEAVY_ZEROING_TOKENS:
+        with heavy("value zeroing of this input"):
+            return mixing_or_reason(_result, backend(_result.model).context_mixing, measure)
     return mixing_or_reason(_result, backend(_result.model).context_mixing, measure)
 
 

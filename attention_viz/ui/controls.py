@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import streamlit as st
 
 from ..analysis.weighting import WEIGHTING_NAMES, WEIGHTINGS, Weighted, weighted
+from ..errors import ServerBusy
 from ..result import AttentionResult
 from ..selection import GROUP_NAMES, GROUP_URL_NAMES, REDUCTIONS, Group
 from ..figures.heatmap import shared_top
@@ -84,7 +85,11 @@ def weigh(result: AttentionResult, weighting: str, quiet: bool = False, group: G
     if weighting == "norms":
         shown = weighted(result, weighting, cache.value_norms(result, cache.identity(result)))
     else:
-        shown = weighted(result, weighting, cache.mixing(result, cache.identity(result), weighting))
+        try:
+            maps = cache.mixing(result, cache.identity(result), weighting)
+        except ServerBusy as busy:  # nothing cached: the next rerun tries again
+            maps = f"{busy} Showing attention weights."
+        shown = weighted(result, weighting, maps)
     if shown.note and not quiet:
         plain.caption(shown.note)
     return shown if group is None else for_group(shown, group, quiet)
