@@ -43,6 +43,7 @@ from attention_viz.ui.views import (
     layers,
     long_grid,
     long_head,
+    patching,
     positional,
 )
 from attention_viz.ui.navigation import landing, view_picker
@@ -66,6 +67,7 @@ EXPLORE = {
     "compare": ("Compare", "two heads, two sentences, the coreference pair", compare.render),
     "ablation": ("Head ablation", "switch heads off and see what changes", ablation.render),
     "detector": ("Head detector", "find heads that match a pattern", detector.render),
+    "patching": ("Patching", "which heads carry the difference between two sentences", patching.render),
     "atlas": ("Head atlas", "every head over a corpus", atlas.render),
 }
 SECTIONS = {"Learn": LEARN, "Explore": EXPLORE}

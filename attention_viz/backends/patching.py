@@ -287,7 +287,7 @@ def enumerate_sites(site: str, names: Sequence[str], heads: Sequence[int],
 # -- the runs -------------------------------------------------------------------------------------
 
 
-def _replace(source: torch.Tensor, rows: list[tuple[int, tuple[int, ...]]]):
+def replacement(source: torch.Tensor, rows: list[tuple[int, tuple[int, ...]]]):
     """An intervention function: batch item b's ``index`` takes the source run's value there."""
     def fn(x: torch.Tensor, hook) -> torch.Tensor:
         x = x.clone()
@@ -376,7 +376,7 @@ class Experiment:
         by_name: dict[str, list[tuple[int, tuple[int, ...]]]] = {}
         for b, site in enumerate(part):
             by_name.setdefault(site.name, []).append((b, site.index))
-        hooks = [(name, _replace(self.cache[name], rows)) for name, rows in by_name.items()]
+        hooks = [(name, replacement(self.cache[name], rows)) for name, rows in by_name.items()]
         with torch.inference_mode(), intervene(hooks):
             if self.resumable:  # rows are layers here
                 hidden = run_from(self.model, row, self.entering[row].expand(len(part), -1, -1))
@@ -390,7 +390,7 @@ class Experiment:
         for site in sites:
             by_name.setdefault(site.name, []).append((0, site.index))
         with torch.inference_mode():
-            return self._measure(self.receiver, [(n, _replace(self.cache[n], rows)) for n, rows in by_name.items()])
+            return self._measure(self.receiver, [(n, replacement(self.cache[n], rows)) for n, rows in by_name.items()])
 
     def result(self) -> Patching:
         clean_target = self.clean_side.target

@@ -1,0 +1,82 @@
+"""Activation patching: which heads, or which layers × positions, carry the difference between a
+clean and a corrupt input (Meng et al. 2022; Wang et al. 2022; Heimersheim & Nanda). The
+computation is :func:`attention_viz.backends.patching.patch`, cached here at the page edge; the page
+lays out the inputs, the two metrics and the heatmap of restored fractions."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ...analysis.patching import PRESETS, SITE_DESCRIPTIONS, SITES, Patching
+from ...figures.patching import patching_heatmap
+from ...result import AttentionResult
+from .. import cache, plain
+from ..export import chart
+from ..heavy import heavy
+from ..widgets import choice, flag, text
+
+EXPLANATION = (
+    "Attention weights say where a head looks, not whether what it moves matters. **Activation patching** "
+    "asks that causally: run a *clean* input and a *corrupt* one that differs in one fact (same number of "
+    "tokens), then run the corrupt input again with one site — a head's output, or the residual stream at "
+    "one layer and position — taken from the clean run. The **restored fraction** (patched − corrupt) / "
+    "(clean − corrupt) is 1 where that site alone brings the clean answer back, 0 where it changes nothing. "
+    "*Noising* does the opposite: the clean run with one corrupt value (near 0: the site was needed)."
+)
+METRICS = {
+    "decoder-only": "logit(answer) − logit(wrong) for the next token, at the last position",
+    "encoder-decoder": "log p(answer) − log p(wrong) at the position where the clean translation writes the answer, "
+                       "each input teacher-forced on its own translation up to there",
+    "encoder-only": "cos(pronoun, answer) − cos(pronoun, wrong) on the final layer: which candidate the pronoun's "
+                    "representation sits closer to (the token compared: the first pronoun, or the one you name)",
+}
+
+
+@st.cache_resource(max_entries=32, show_spinner="Patching every site…")
+def patched(model: str, clean: str, corrupt: str, answer: str, wrong: str, site: str, noising: bool,
+            token: str | None) -> Patching:
+    from ...backends.patching import patch  # the model's forward (torch) behind the page edge
+
+    with heavy("the patching runs"):
+        return patch(cache.backend(model), clean, corrupt, answer, wrong, site, noising, token)
+
+
+def render(result: AttentionResult) -> dict:
+    st.markdown(EXPLANATION)
+    backend = cache.backend(result.model)
+    if not backend.can_ablate:
+        plain.info(f"{result.model} cannot be patched: this page replaces heads' outputs inside a forward we run "
+                   "ourselves (minilm, toy-translate, induction, or an hf: Llama, Qwen2, Mistral, GPT-NeoX or "
+                   "GPT-2 folder).")
+        return {}
+    preset = PRESETS.get(result.model)
+    left, right = st.columns(2)
+    with left:
+        clean = text("Clean input", "patching_clean", preset.clean if preset else result.tokens.text)
+        answer = text("Answer (one token)", "patching_answer", preset.answer if preset else "", max_chars=80)
+    with right:
+        corrupt = text("Corrupt input (the same number of tokens)", "patching_corrupt",
+                       preset.corrupt if preset else "")
+        wrong = text("Wrong answer (one token)", "patching_wrong", preset.wrong if preset else "", max_chars=80)
+    if preset:
+        plain.caption(f"The preset pair tests {preset.what}.")
+    site = choice("Site", SITES, "patching_site", "heads", widget="radio", horizontal=True,
+                  format_func=lambda s: f"{s}: {SITE_DESCRIPTIONS[s]}")
+    noising = flag("Noising (the clean run with one corrupt value)", "patching_noising")
+    token = None
+    if backend.shape == "encoder-only":
+        token = text("Token compared (empty: the first pronoun)", "patching_token", "", max_chars=40) or None
+    if not (clean.strip() and corrupt.strip() and answer.strip() and wrong.strip()):
+        st.info("Type a clean and a corrupt input of the same length, the clean input's answer and the corrupt "
+                "one's, to see which sites carry the difference.")
+        return {}
+    st.caption(f"Metric: {METRICS[backend.shape]}.")
+    patching = patched(result.model, clean, corrupt, answer.strip(), wrong.strip(), site, noising, token)
+    first, second = st.columns(2)
+    first.metric("Metric on the clean input", f"{patching.clean:.4f}")
+    second.metric("Metric on the corrupt input", f"{patching.corrupt:.4f}")
+    plain.caption(f"Measured: {patching.metric}.")
+    chart(st, cache.figure(patching_heatmap, patching), key="patching_map")
+    st.caption("Red: patching that site alone moves the metric towards the clean input's; blue: away from it; "
+               "white: no effect. One colour range, centred at 0.")
+    return {}
