@@ -128,13 +128,20 @@ def test_alti_of_a_post_ln_encoder_matches_the_papers_formulas(bert):
         assert (got >= 0).all() and np.ptp(got) > 0.05
 
 
-@pytest.fixture(scope="module")
-def decoder():
-    """A tiny pre-LN decoder-only model of ours (GPT-2 layout), seeded."""
+DECODERS = {  # pre-LN decoder-only layouts of ours: GPT-2's, and Llama's (RMSNorm, grouped-query values, SwiGLU)
+    "gpt2": dict(norm_type="layer", activation="gelu_tanh"),
+    "llama": dict(norm_type="rms", n_kv_heads=2, activation="silu", gated_ffn=True, qkv_bias=False, out_bias=False,
+                  ffn_bias=False),
+}
+
+
+@pytest.fixture(scope="module", params=list(DECODERS))
+def decoder(request):
+    """A tiny pre-LN decoder-only model of ours, seeded."""
     torch.manual_seed(1)
     config = TransformerConfig(shape="decoder-only", vocab_size=50, d_model=24, h=4, d_ff=48, N=2, max_len=32,
-                               positional="learned", norm="pre", activation="gelu_tanh", dropout=0.0,
-                               scale_embeddings=False)
+                               positional="learned", norm="pre", dropout=0.0, scale_embeddings=False,
+                               **DECODERS[request.param])
     model = Transformer(config).eval()
     with torch.no_grad():
         for name, parameter in model.named_parameters():
@@ -147,7 +154,8 @@ def decoder():
 
 def direct_alti_pre_ln(model: Transformer, ids: list[int], layer: int) -> np.ndarray:
     """ALTI of a pre-LN causal block, float64: x̃_i = x_i + Σ_j Σ_h α^h_ij f^h(LN(x_j)) + b_O, the norm
-    inside each f; T_i(x_j) = Σ_h α^h_ij f^h(LN(x_j)) (+ x_i for j = i)."""
+    inside each f; T_i(x_j) = Σ_h α^h_ij f^h(LN(x_j)) (+ x_i for j = i). Query head h reads value head
+    h // (h / h_kv)."""
     wide = Transformer(model.config).double().eval()
     wide.load_state_dict(model.state_dict())
     with torch.no_grad(), capture(kinds=("resid_pre",)) as recorded:
@@ -155,19 +163,25 @@ def direct_alti_pre_ln(model: Transformer, ids: list[int], layer: int) -> np.nda
     x = recorded[layer_hook_name("decoder", layer)][0]  # (T, d), float64
     block = wide.decoder.layers[layer]
     attn, ln = block.self_attn, block.sublayers[0].norm
-    T, heads, d_k = len(ids), attn.h, attn.d_k
+    T, heads, kv_heads, d_k = len(ids), attn.h, attn.h_kv, attn.d_k
     with torch.no_grad():
-        n = F.layer_norm(x, (x.size(-1),), ln.weight, ln.bias, ln.eps)
-        q, k, v = attn.w_q(n).view(T, heads, d_k), attn.w_k(n).view(T, heads, d_k), attn.w_v(n).view(T, heads, d_k)
+        if isinstance(ln, torch.nn.RMSNorm):
+            n = F.rms_norm(x, (x.size(-1),), ln.weight, ln.eps)
+        else:
+            n = F.layer_norm(x, (x.size(-1),), ln.weight, ln.bias, ln.eps)
+        q = attn.w_q(n).view(T, heads, d_k)
+        k = attn.w_k(n).view(T, kv_heads, d_k).repeat_interleave(heads // kv_heads, dim=1)
+        v = attn.w_v(n).view(T, kv_heads, d_k).repeat_interleave(heads // kv_heads, dim=1)
         logits = torch.einsum("ihd,jhd->hij", q, k) / d_k**0.5
         logits = logits.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
         alpha = torch.softmax(logits, dim=-1)
         f = torch.einsum("jhk,hkd->hjd", v, attn.w_o.weight.T.view(heads, d_k, -1))
+        b_o = 0.0 if attn.w_o.bias is None else attn.w_o.bias
         contributions = np.zeros((T, T))
         for i in range(T):
             transformed = [sum(alpha[h, i, j] * f[h, j] for h in range(heads)) + (x[i] if j == i else 0.0)
                            for j in range(T)]
-            y = sum(transformed) + attn.w_o.bias
+            y = sum(transformed) + b_o
             for j in range(T):
                 contributions[i, j] = max(0.0, float(-(y - transformed[j]).abs().sum() + y.abs().sum()))
     return contributions / contributions.sum(axis=-1, keepdims=True)
