@@ -362,3 +362,20 @@ def test_the_views_stop_value_zeroing_past_their_token_limit():
     shown = weighted(long, "value_zeroing", reason)
     assert shown.weighting == "weights" and shown.note == reason
     assert list(mixing_or_reason(long, lambda r, m: {"x": np.eye(2)}, "alti")) == ["x"]  # ALTI has no limit
+
+
+def test_alti_under_an_ablation_leaves_the_removed_heads_out(bert):
+    """Every head of layer 1 removed: the block's output is LN(x_i + b_O), so each token's
+    contribution is its own (the identity); layer 0 is untouched; and zeroing layer 1's values
+    changes nothing, so its value-zeroing map is 0 (not rounding noise normalized into rows)."""
+    from attention_viz.analysis.ablation import Ablation
+
+    _, ours = bert
+    ablation = Ablation(tuple((ENCODER_SELF, 1, head) for head in range(4)))
+    plain = context_mixing(ours, IDS)
+    ablated = context_mixing(ours, IDS, ablation=ablation)
+    np.testing.assert_allclose(ablated[hook_name(ENCODER_SELF, 1, "alti")], np.eye(len(IDS)), atol=1e-6)
+    np.testing.assert_array_equal(ablated[hook_name(ENCODER_SELF, 0, "alti")], plain[hook_name(ENCODER_SELF, 0, "alti")])
+    assert not np.allclose(ablated[hook_name(ENCODER_SELF, 2, "alti")], plain[hook_name(ENCODER_SELF, 2, "alti")])
+    assert not ablated[hook_name(ENCODER_SELF, 1, "value_zeroing")].any()
+    np.testing.assert_allclose(ablated[hook_name(ENCODER_SELF, 2, "value_zeroing")].sum(axis=-1), 1.0, atol=1e-5)

@@ -24,6 +24,8 @@ import numpy as np
 
 from .checks import normalize_rows
 
+ROUNDING = 1e-12  # 1 − cos below this is float32 rounding, not an effect
+
 
 def cosine_distances(output: np.ndarray, zeroed: np.ndarray) -> np.ndarray:
     """``(T, J)`` float64: 1 − cos(x̃_i^{¬j}, x̃_i) for every query i and zeroed key j of a block.
@@ -44,9 +46,12 @@ def value_zeroing_map(distances: np.ndarray, allowed: np.ndarray | None = None) 
 
     ``distances``: ``(T, T)`` 1 − cos per (query, zeroed key). ``allowed``: ``(T, T)`` boolean, where a
     query can read a key at all (a causal or windowed mask); elsewhere zeroing changes nothing and
-    rounding alone would leave ~1e-8, so those cells are set to 0. Negative rounding is clipped too.
+    rounding alone would leave ~1e-8, so those cells are set to 0. Scores below ``ROUNDING`` (float32
+    outputs that differ in their last bits: a relative change ~1e-6 gives 1 − cos ~ 5e-13) are 0 too, so
+    a row that nothing changes stays 0 instead of becoming uniform noise.
     """
-    scores = np.clip(np.asarray(distances, np.float64), 0.0, None)
+    scores = np.asarray(distances, np.float64)
+    scores = np.where(scores < ROUNDING, 0.0, scores)
     if allowed is not None:
         scores = np.where(allowed, scores, 0.0)
     return normalize_rows(scores)

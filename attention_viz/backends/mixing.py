@@ -30,12 +30,12 @@ from ..analysis.alti import PostNorm, alti
 from ..analysis.value_zeroing import cosine_distances, value_zeroing_map
 from ..attention import sliding_window_mask
 from ..errors import ModelError
-from ..hooks import capture, intervene
+from ..hooks import HeadRemoval, capture, intervene
 from ..model import DecoderLayer, EncoderLayer, Transformer, decoder_mask
 from ..names import DECODER_SELF, ENCODER_SELF, Group, hook_name, layer_hook_name
 from ..result import AttentionResult
 from .base import Backend
-from .ours import ablation_context, output_projection
+from .ours import ablation_context, output_projection, removals
 
 MEASURES = ("value_zeroing", "alti")  # the kinds the maps are saved under
 ZEROED_ELEMENTS = 1 << 24  # floats a batch of zeroed copies may hold in its largest tensors (64 MB)
@@ -85,6 +85,7 @@ def context_mixing(
     if shape == "encoder-decoder" and tgt is None:
         raise ModelError("an encoder–decoder model needs the decoder's tokens for context mixing")
     out: dict[str, np.ndarray] = {}
+    removed = removals(model, ablation) if ablation is not None and ablation.heads else {}
     with torch.inference_mode(), ablation_context(model, ablation):
         with capture(kinds=("resid_pre", "v", "pattern")) as recorded:
             model(src, tgt)
@@ -99,7 +100,8 @@ def context_mixing(
                     run = _layer_run(layer, x.size(1), stack, index, memory)
                     out[hook_name(group, index, "value_zeroing")] = _value_zeroing(layer, group, index, x, run)
                 if "alti" in measures:
-                    out[hook_name(group, index, "alti")] = _alti(model, layer, group, index, x, recorded)
+                    removal = removed.get(hook_name(group, index, "context"))
+                    out[hook_name(group, index, "alti")] = _alti(model, layer, group, index, x, recorded, removal)
     return out
 
 
@@ -157,8 +159,12 @@ def _value_zeroing(layer: nn.Module, group: Group, index: int, x: torch.Tensor, 
     return value_zeroing_map(distances, run.allowed(length)).astype(np.float32)
 
 
-def _alti(model: Transformer, layer: nn.Module, group: Group, index: int, x: torch.Tensor, recorded) -> np.ndarray:
-    """ALTI of the layer's self-attention block from the captured arrays (numpy, float64)."""
+def _alti(
+    model: Transformer, layer: nn.Module, group: Group, index: int, x: torch.Tensor, recorded,
+    removal: HeadRemoval | None,
+) -> np.ndarray:
+    """ALTI of the layer's self-attention block from the captured arrays (numpy, float64), with the
+    heads ``removal`` takes out (an ablation) left out of the decomposition as they are of the output."""
     attention = layer.self_attn
     sublayer = layer.sublayers[0]
     post_norm = None
@@ -171,15 +177,19 @@ def _alti(model: Transformer, layer: nn.Module, group: Group, index: int, x: tor
             eps=float(eps),
             centred=isinstance(norm, nn.LayerNorm),
         )
-    b_o = attention.w_o.bias
-    c = alti(
-        x[0].float().cpu().numpy(),
-        recorded[hook_name(group, index, "pattern")][0].float().cpu().numpy(),
-        recorded[hook_name(group, index, "v")][0].float().cpu().numpy(),
-        output_projection(model, group, index),
-        None if b_o is None else b_o.detach().float().cpu().numpy(),
-        post_norm,
-    )
+    pattern = recorded[hook_name(group, index, "pattern")][0].float().cpu().numpy()
+    w_o = output_projection(model, group, index)
+    b_o = np.zeros(w_o.shape[1], np.float32) if attention.w_o.bias is None else (
+        attention.w_o.bias.detach().float().cpu().numpy())
+    if removal is not None:  # heads removed by an ablation give nothing of any token to the block's output
+        pattern = pattern.copy()
+        pattern[list(removal.heads)] = 0.0
+        if removal.replacement is not None:  # a mean ablation's constant rows join the bias: no token's
+            rows = removal.replacement.double().numpy()  # (removed, d_k)
+            per_head = w_o.reshape(attention.h, attention.d_k, -1)[list(removal.heads)]  # (removed, d_k, d)
+            b_o = b_o + np.einsum("rk,rkd->d", rows, per_head)
+    c = alti(x[0].float().cpu().numpy(), pattern, recorded[hook_name(group, index, "v")][0].float().cpu().numpy(),
+             w_o, b_o, post_norm)
     return c.astype(np.float32)
 
 
