@@ -240,8 +240,8 @@ def transformers_value_zeroing(backend: Backend, result: AttentionResult) -> dic
     output zeroed by a forward hook, the layer's own output read by another."""
     model = backend.model
     if backend.shape not in ("encoder-only", "decoder-only"):
-        raise ModelError(f"{backend.name} cannot give value zeroing here: it is {backend.shape} and runs in transformers "
-                         "(encoder-only and decoder-only models can)")
+        raise ModelError(f"{backend.name} cannot give value zeroing here: it is {backend.shape} and runs in "
+                         "transformers (encoder-only and decoder-only models can)")
     values = {}
     for path, module in model.named_modules():
         match = _LAYER_PATH.match(path)
