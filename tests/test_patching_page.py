@@ -4,7 +4,7 @@ centred at 0, the inputs, words, site and mode in the link, and one-line refusal
 from __future__ import annotations
 
 import numpy as np
-from apphelpers import app, charts, messages
+from apphelpers import app, charts, messages, plain
 from single_view import array, figures, link, open_view, problems
 
 from attention_viz.analysis.patching import PRESETS
@@ -52,7 +52,7 @@ def test_inputs_of_different_lengths_are_one_line():
 
 def test_a_model_without_heads_to_patch_says_so():
     at = open_view("patching", model="toy-translate-rnn", text="the law was signed .")
-    assert not figures(at) and any("cannot be patched" in i.value for i in at.info)
+    assert not figures(at) and any("cannot be patched" in plain(i.value) for i in at.info)
 
 
 def test_every_site_draws_one_row_per_layer_or_per_layer_and_head():
@@ -72,3 +72,11 @@ def test_the_app_lists_the_page_under_explore_and_shows_refusals_in_one_line():
         "token 4 ('a' vs 'd'))"]
     at = app(view="patching", model="induction", text="a b c a b")
     assert not at.exception and len(charts(at)) == 1
+
+
+def test_long_inputs_are_left_to_the_command_line():
+    long_text = " ".join(["a b c d"] * 8)  # 33 tokens with <bos>
+    at = open_view("patching", model="induction", text="a b c a b", clean=long_text, corrupt=long_text,
+                   answer="a", wrong="b", site="head_positions")
+    assert not figures(at) and not problems(at)
+    assert any("33 tokens: this page patches head_positions on inputs of up to 24" in plain(i.value) for i in at.info)

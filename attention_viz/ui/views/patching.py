@@ -23,6 +23,9 @@ EXPLANATION = (
     "(clean − corrupt) is 1 where that site alone brings the clean answer back, 0 where it changes nothing. "
     "*Noising* does the opposite: the clean run with one corrupt value (near 0: the site was needed)."
 )
+# the longest clean input the page patches, per site: one patched run per site, so head_positions
+# (layers × heads × positions runs) grows with the square of the length; the CLI takes any length
+PAGE_TOKENS = {"heads": 128, "patterns": 128, "resid": 64, "head_positions": 24}
 METRICS = {
     "decoder-only": "logit(answer) − logit(wrong) for the next token, at the last position",
     "encoder-decoder": "log p(answer) − log p(wrong) at the position where the clean translation writes the answer, "
@@ -58,7 +61,7 @@ def render(result: AttentionResult) -> dict:
         corrupt = text("Corrupt input (the same number of tokens)", "patching_corrupt",
                        preset.corrupt if preset else "")
         wrong = text("Wrong answer (one token)", "patching_wrong", preset.wrong if preset else "", max_chars=80)
-    if preset:
+    if preset and (clean, corrupt) == (preset.clean, preset.corrupt):
         plain.caption(f"The preset pair tests {preset.what}.")
     site = choice("Site", SITES, "patching_site", "heads", widget="radio", horizontal=True,
                   format_func=lambda s: f"{s}: {SITE_DESCRIPTIONS[s]}")
@@ -69,6 +72,12 @@ def render(result: AttentionResult) -> dict:
     if not (clean.strip() and corrupt.strip() and answer.strip() and wrong.strip()):
         st.info("Type a clean and a corrupt input of the same length, the clean input's answer and the corrupt "
                 "one's, to see which sites carry the difference.")
+        return {}
+    tokens = len(backend.tokenize(clean)[0])
+    if tokens > PAGE_TOKENS[site]:
+        plain.info(f"The clean input has {tokens} tokens: this page patches {site} on inputs of up to "
+                   f"{PAGE_TOKENS[site]} (one run per site on a shared server); the command line (python -m "
+                   "attention_viz patch) takes longer ones.")
         return {}
     st.caption(f"Metric: {METRICS[backend.shape]}.")
     patching = patched(result.model, clean, corrupt, answer.strip(), wrong.strip(), site, noising, token)
