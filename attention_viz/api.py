@@ -23,6 +23,7 @@ import plotly.graph_objects as go
 
 from .analysis import FlowTooLarge, attention_flow, focus_matrix, rollout
 from .analysis.patching import Patching, resolve_inputs
+from .errors import ModelError
 from .figures.focus import focus_heatmap, highlighted_text
 from .figures.grid import heads_grid
 from .figures.heatmap import attention_heatmap
@@ -40,12 +41,12 @@ Head = int | str  # a head index, or "mean" / "max" over the layer's heads
 
 def run(
     model: str,
-    text: str,
+    text: str | Sequence[str],
     target: str | None = None,
     *,
     kinds: Collection[str] = ("pattern",),
     mixing: Collection[str] = (),
-) -> AttentionResult:
+) -> AttentionResult | list[AttentionResult]:
     """Run ``model`` on ``text`` and capture its attention.
 
     ``model``: the names the app and the CLI take — ``"minilm"``, ``"toy-translate"``,
@@ -55,6 +56,8 @@ def run(
     ``target``: for encoder–decoder models, the target sentence to teacher-force; without it the
     model translates greedily and its own output is the target.
     ``kinds``: hook kinds to capture besides the patterns, e.g. ``("pattern", "scores", "q", "k")``.
+    ``text`` a list: one result per text, from one forward of the texts right-padded to the longest
+    with the padding masked (encoder- and decoder-only models of ours; other models run them in turn).
     ``mixing``: context-mixing maps to add per layer, ``("value_zeroing", "alti")`` or either (Mohebbi et
     al. 2023; Ferrando et al. 2022): ``result.array(("encoder", "self_attn"), layer, "alti")`` → ``[query, key]``.
 
@@ -67,6 +70,12 @@ def run(
     from .backends.registry import load_backend  # torch loads here, not at `import attention_viz`
 
     backend = load_backend(model)
+    if not isinstance(text, str):
+        if target is not None or mixing:
+            raise ModelError("a list of texts takes no target and no mixing: run those one text at a time")
+        from .backends.batched import run_batch
+
+        return run_batch(backend, text, kinds)
     if mixing:
         from .backends.mixing import check_measures, mixing_arrays
 
