@@ -382,3 +382,8 @@ def test_the_result_reads_like_the_json():
     assert result["clean"] == 2.0 and result.keys() == ["tokens", "corrupt_tokens", "metric", "clean", "corrupt", "resid"]
     with pytest.raises(ModelError, match="nothing to restore"):
         Patching(**{**result.__dict__, "corrupt": 2.0}).restored
+
+
+def test_an_empty_answer_is_refused():
+    with pytest.raises(ModelError, match="give the answer and the wrong word"):
+        patch(load_backend("induction"), *PRESETS["induction"].inputs[:2], " ", "x")

@@ -159,7 +159,7 @@ def encoder_sides(backend: Backend, clean: str, corrupt: str, answer: str, wrong
         _one_token(word, pieces, backend.name)
         raise ModelError(f"{word!r} is not a token of the {what}")
 
-    def side(text: str, what: str) -> Side:
+    def side(text: str, what: str) -> tuple[Side, str]:
         tokens, _ = backend.tokenize(check_text(text, what))
         labels = [label.strip().lower() for label in tokens.labels]
         chosen = token or next((p for p in PRONOUNS if p in labels), None)
@@ -219,6 +219,9 @@ def sides(backend: Backend, clean: str, corrupt: str, answer: str, wrong: str,
           token: str | None = None) -> tuple[Side, Side, str]:
     """The clean and corrupt inputs with their metric, checked to be patchable against each other."""
     model = patchable_model(backend)
+    answer, wrong = answer.strip(), wrong.strip()
+    if not answer or not wrong:
+        raise ModelError("give the answer and the wrong word (one token each)")
     shape = model.config.shape
     if shape == "decoder-only":
         pair = decoder_sides(backend, model, clean, corrupt, answer, wrong)
