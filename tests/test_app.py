@@ -179,13 +179,6 @@ def test_link_values_a_view_does_not_offer_fall_back_or_are_clamped():
     assert at.select_slider(key="head_head").value == 11  # the last head
 
 
-def test_a_text_from_a_link_longer_than_the_box_is_cut_with_a_message():
-    at = app(text="word " * 6_000)  # 30,000 characters
-    assert not at.exception
-    assert len(at.sidebar.text_area(key="text").value) == 20_000
-    assert any("cut there" in c.value for c in at.sidebar.caption)
-
-
 # ---------------------------------------------------------------- token focus
 
 
