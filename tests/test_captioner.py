@@ -162,13 +162,22 @@ def test_a_broken_folder_is_refused(tmp_path):
         CaptionerBackend.from_folder("x", tmp_path / "m")
 
 
-def test_shipped_model_looks_at_the_objects_it_names(shipped):
-    """Held-out scenes (seeds training never draws): the attention of a correctly emitted colour or
-    shape word lies inside the named object's box far more than a uniform map's would."""
-    scores = evaluate(shipped.model, shipped.vocab, scenes.split_seeds("test", 150, start=500_000))
-    every = scores["localization"]["all"]
-    assert every["words"] >= 150
-    assert every["mass_in_box"] > 4 * every["uniform_share"]
-    assert every["peak_in_box"] > 0.5  # a region drawn at random overlaps a box about one time in eight
-    assert scores["exact_match"] > 0.4
-    assert scores["by_objects"]["1"]["exact_match"] > 0.9
+def test_shipped_model_captions_held_out_scenes_and_looks_at_what_it_names(shipped):
+    """200 held-out scenes (seeds training never draws, apart from the card's): the caption is the
+    scene's own on at least 95 % of them and on 85 % of the three-object ones, and the attention of
+    a colour word peaks on the named object (a region drawn at random overlaps its box about one
+    time in eight). Shape words are not held to it: the model reads an object's shape in the same
+    look as its colour (see the model card)."""
+    scores = evaluate(shipped.model, shipped.vocab, scenes.split_seeds("test", 200, start=500_000))
+    assert scores["exact_match"] >= 0.95
+    assert scores["by_objects"]["3"]["n"] >= 40 and scores["by_objects"]["3"]["exact_match"] >= 0.85
+    colour = scores["localization"]["colour"]
+    assert colour["words"] >= 300
+    assert colour["peak_in_box"] >= 0.85
+    assert colour["mass_in_box"] > 4 * colour["uniform_share"]
+
+
+def test_the_apps_default_scene_is_captioned_exactly(shipped):
+    """Scene 7, the Image attention page's first scene: a yellow square, a blue triangle, a blue circle."""
+    assert shipped.caption_scene(7).words == scenes.generate(7).caption
+    assert " ".join(scenes.generate(7).caption) == "a yellow square left of a blue triangle above a blue circle"

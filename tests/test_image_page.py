@@ -57,6 +57,17 @@ def test_scene_from_the_link_is_captioned_with_maps():
     assert _words(_scene_lines(at)[1]) == " ".join(load_backend("show-attend-tell").caption_scene(3).words)
 
 
+def test_the_default_scene_is_described_exactly():
+    """The scene a visitor sees first (seed 7: a yellow square, a blue triangle, a blue circle)."""
+    at = AppTest.from_function(_page, default_timeout=TIMEOUT).run()
+    assert not at.exception and at.number_input(key="image_seed").value == 7
+    truth, model = _scene_lines(at)
+    assert truth == model.replace("**The model's caption:**", "**The scene (true description):**")
+    assert ":red[" not in truth + model
+    assert "a yellow square left of a blue triangle above a blue circle" in model
+    assert any("exactly the scene's description" in c.value for c in at.caption)
+
+
 def _wrong_caption_page() -> None:
     """The page's caption block for scene 7 given a caption with one wrong word and one object missing."""
     import numpy as np

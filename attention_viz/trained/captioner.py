@@ -1,10 +1,13 @@
 """Show, Attend and Tell (Xu et al. 2015): a CNN encoder, and an LSTM decoder with soft
 ("deterministic") attention over the image regions.
 
-* Encoder. Three conv–ReLU–maxpool stages turn the 64×64 image into a ``grid × grid`` map
-  (8×8); each cell is one region's annotation vector ``a_i`` (``L = 64`` regions of 8×8 pixels,
-  ``D = d_feat``). The paper takes VGG's conv5 features, whose zero padding tells a region
-  where it is; our shallow encoder gets a learned embedding per region instead.
+* Encoder. Three conv–BatchNorm–ReLU–maxpool stages turn the 64×64 image into a ``grid × grid``
+  map (8×8); each cell is one region's annotation vector ``a_i`` (``L = 64`` regions of 8×8
+  pixels, ``D = d_feat``). Batch normalization gives unit-scale features from the first step:
+  without it the stack sits for hundreds of steps on captions that ignore the image. The paper
+  takes VGG's conv5 features, whose zero padding tells a region where it is; our shallow encoder
+  gets two coordinate channels on the pixels (CoordConv, Liu et al. 2018: where inside its
+  region a shape sits) and a learned embedding per region.
 * Decoder (the paper's section 3.1.2 and 4.2). ``h_0, c_0`` come from the mean annotation.
   At step ``t`` the previous state ``h_{t-1}`` scores every region with the additive function
   ``e_ti = w_vᵀ tanh(W_q h_{t-1} + W_k a_i)`` (:func:`attention_viz.attention.additive_attention`),
@@ -37,9 +40,11 @@ class CaptionerConfig:
     vocab_size: int
     image_size: int = 64
     channels: tuple[int, ...] = (16, 32, 64)  # one conv–ReLU–maxpool stage each: 64 → 8 pixels
+    coords: bool = True  # CoordConv: x and y in [-1, 1] as two more input channels
+    batch_norm: bool = True  # conv–BatchNorm–ReLU
     d_feat: int = 64  # D, the size of an annotation vector
     d_emb: int = 32  # word embeddings (E)
-    d_dec: int = 128  # LSTM state
+    d_dec: int = 256  # LSTM state
     d_att: int = 64  # hidden size of the additive scoring MLP
     max_len: int = 16  # longest decoder input, <bos> included
     dropout: float = 0.1
@@ -72,18 +77,25 @@ class ImageEncoder(nn.Module):
     def __init__(self, c: CaptionerConfig) -> None:
         super().__init__()
         stages: list[nn.Module] = []
-        previous = 3
+        previous = 3 + 2 * c.coords
         for width in c.channels:
-            stages += [nn.Conv2d(previous, width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)]
+            norm = [nn.BatchNorm2d(width)] if c.batch_norm else []  # BatchNorm has its own bias
+            stages += [nn.Conv2d(previous, width, 3, padding=1, bias=not c.batch_norm), *norm, nn.ReLU(),
+                       nn.MaxPool2d(2)]
             previous = width
         self.cnn = nn.Sequential(*stages)
         self.project = nn.Conv2d(previous, c.d_feat, 1)
         self.position = nn.Parameter(torch.zeros(c.regions, c.d_feat))  # where each region is
         nn.init.normal_(self.position, std=0.1)
         self.register_buffer("mean", torch.tensor(c.mean).view(1, 3, 1, 1), persistent=False)
+        ramp = torch.linspace(-1.0, 1.0, c.image_size)
+        xy = torch.stack([ramp.expand(c.image_size, -1), ramp.unsqueeze(1).expand(-1, c.image_size)])
+        self.register_buffer("xy", xy.unsqueeze(0) if c.coords else None, persistent=False)  # (1, 2, H, W)
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         x = image / 255.0 - self.mean
+        if self.xy is not None:
+            x = torch.cat([x, self.xy.expand(x.size(0), -1, -1, -1)], dim=1)  # (B, 5, H, W)
         features = self.project(self.cnn(x))  # (B, D, grid, grid)
         return features.flatten(2).transpose(1, 2) + self.position  # (B, L, D)
 

@@ -21,6 +21,7 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -55,10 +56,13 @@ def evaluate(model: ShowAttendTell, vocab: Vocab, seeds: range, batch: int = 100
     grid, size = model.config.grid, model.config.image_size
     by_count: dict[int, list[int]] = {1: [], 2: [], 3: []}
     local: dict[str, list[tuple[float, float, bool]]] = {"colour": [], "shape": []}
+    first_errors: Counter[str] = Counter()
     for start in range(0, len(seeds), batch):
         part = [scenes.generate(s) for s in seeds[start : start + batch]]
         for scene, (words, att) in zip(part, greedy_with_attention(model, vocab, [s.image for s in part])):
             by_count[len(scene.objects)].append(int(tuple(words) == scene.caption))
+            if tuple(words) != scene.caption:
+                first_errors[first_error(scene, words)] += 1
             for t in range(len(words)):
                 box = scene.named_box(words, t)
                 if box is None:
@@ -76,7 +80,23 @@ def evaluate(model: ShowAttendTell, vocab: Vocab, seeds: range, batch: int = 100
         "exact_match": hits / n,
         "by_objects": {str(k): {"n": len(v), "exact_match": (sum(v) / len(v)) if v else None} for k, v in by_count.items()},
         "localization": {role: _summary(rows) for role, rows in [*local.items(), ("all", local["colour"] + local["shape"])]},
+        "first_errors": dict(first_errors.most_common()),
     }
+
+
+def first_error(scene: scenes.Scene, words: list[str]) -> str:
+    """Where a wrong caption first leaves the scene's: "the relation after object k", "the colour
+    (or shape) of object k", "the caption's end" (it stops early or runs on), or "the grammar"."""
+    t = next((i for i, (a, b) in enumerate(zip(scene.caption, words)) if a != b), None)
+    if t is None:
+        return "the caption's end"
+    owner = scene.word_objects[t]
+    if owner is not None:
+        return f"the {scene.word_role(t)} of object {owner + 1}"
+    named = sum(w == "a" for w in scene.caption[:t])  # objects begun before word t
+    if named and {scene.caption[t], words[t]} & {"above", "left"}:
+        return f"the relation after object {named}"
+    return "the grammar"
 
 
 def _summary(rows: list[tuple[float, float, bool]]) -> dict:
@@ -91,6 +111,23 @@ def _summary(rows: list[tuple[float, float, bool]]) -> dict:
         "words_above_uniform": float((inside > uniform).mean()),
         "peak_in_box": float(peak.mean()),
     }
+
+
+def _encoder_extras(config: dict) -> str:
+    """What the encoder adds to the paper's plain conv stack, as a sentence (empty when nothing)."""
+    extras = []
+    if config.get("batch_norm"):
+        extras.append("batch-normalized")
+    if config.get("coords"):
+        extras.append("read two coordinate channels beside the RGB pixels (CoordConv)")
+    return f" The encoder's convolutions are {' and '.join(extras)}." if extras else ""
+
+
+def _object_mix(hyper: dict) -> str:
+    mix = hyper.get("objects")
+    if not mix or len(set(mix)) == 1:
+        return ""
+    return "; " + ", ".join(f"{100 * p:.0f} % with {k} object{'s' * (k > 1)}" for k, p in enumerate(mix, 1))
 
 
 def _pct(x: float | None) -> str:
@@ -109,10 +146,10 @@ def model_card(scores: dict, training: dict, config: dict, weights_bytes: int) -
         "training.json. Do not edit by hand: re-run the command. -->",
         "",
         "A small image captioner after Xu et al. 2015, *Show, Attend and Tell*: a CNN encoder turns a "
-        f"{config['image_size']}×{config['image_size']} image into a {scores['grid']}×{scores['grid']} grid of "
-        "region features, and an LSTM decoder with soft (deterministic) additive attention over the regions "
-        "writes the caption, one attention map per word. Trained with the paper's doubly stochastic "
-        "regularization. Code: `attention_viz/trained/captioner.py`.",
+        f"{config['image_size']}×{config['image_size']} image into a grid of {scores['grid']}×{scores['grid']} "
+        f"region features, and an LSTM decoder ({config['d_dec']} units) with soft (deterministic) additive "
+        f"attention over the regions writes the caption, one attention map per word.{_encoder_extras(config)} "
+        "Trained with the paper's doubly stochastic regularization. Code: `attention_viz/trained/captioner.py`.",
         "",
         "## Data",
         "",
@@ -120,8 +157,9 @@ def model_card(scores: dict, training: dict, config: dict, weights_bytes: int) -
         "10–16 pixels) on a noisy dark background, each in its own cell of a 3×3 layout, captioned by a small "
         "grammar in reading order, e.g. “a red circle above a blue square left of a green triangle”. Gold "
         "boxes are known by construction. Training draws fresh scenes every step "
-        f"({training.get('data', {}).get('train_scenes', '–')} scenes, none repeated); the test scenes come from "
-        "a seed range training never uses.",
+        f"({training.get('data', {}).get('train_scenes', '–')} scenes, none repeated{_object_mix(hyper)}); the "
+        "test scenes come from a seed range training never uses, with the generator's own mix (one, two or "
+        "three objects equally often).",
         "",
         "## Training",
         "",
@@ -144,6 +182,10 @@ def model_card(scores: dict, training: dict, config: dict, weights_bytes: int) -
     lines += [f"| {k} | {v['n']} | {_pct(v['exact_match'])} |" for k, v in scores["by_objects"].items()]
     lines += [
         "",
+        "Where the wrong captions first leave the scene's: "
+        + (", ".join(f"{where} ({n})" for where, n in scores.get("first_errors", {}).items()) or "none wrong")
+        + ".",
+        "",
         "**Localization.** For each colour or shape word the model emits that names the right object, the "
         "share of that word's attention inside the object's gold box, against the share a uniform map "
         "would give (box area / image area); “peak in box”: the most attended region overlaps the box.",
@@ -158,14 +200,19 @@ def model_card(scores: dict, training: dict, config: dict, weights_bytes: int) -
             continue
         lines.append(f"| {role} | {s['words']} | {_pct(s['mass_in_box'])} | {_pct(s['uniform_share'])} | "
                      f"{s['ratio']:.1f}× | {_pct(s['words_above_uniform'])} | {_pct(s['peak_in_box'])} |")
+    if loc["colour"]["words"] and loc["shape"]["words"] and loc["colour"]["ratio"] > 4 > loc["shape"]["ratio"]:
+        lines += ["", "Colour words look at their object and shape words do not: the model takes an object's colour "
+                  "and shape in one look, at the colour word, and writes the shape from its state; at the shape word "
+                  "its map lies elsewhere."]
     lines += [
         "",
         "## Use",
         "",
         "`python -m attention_viz caption --scene 7 --out result.npz` (or `--image FILE` for a PNG/JPEG, fitted "
-        f"into {config['image_size']}×{config['image_size']}); the app's Image attention page. The model knows only "
-        "this grammar's twelve objects: on photographs it still writes a scene caption, and its maps show where "
-        "it looked while doing so.",
+        f"into {config['image_size']}×{config['image_size']}); the app's Image attention page, which shows a "
+        "generated scene's true description beside the model's caption. The model knows only this grammar's "
+        "twelve objects on a dark, noisy background: a photograph is outside what it learned, so the caption "
+        "and maps it writes for one are not a description of it.",
         "",
         f"Evaluation took {scores['eval_seconds']} s.",
         "",
