@@ -15,14 +15,18 @@ import argparse
 import importlib.util
 import os
 
-import torch
+from attention_viz.settings import apply_process_settings
 
-from attention_viz.analysis.patching import PRESETS, SITES
-from attention_viz.backends.patching import Experiment, patch, replacement
-from attention_viz.backends.registry import load_backend
-from attention_viz.hooks import run_with_hooks
+apply_process_settings()  # what the CLI and the server run with (passive OpenMP waits), before torch loads
 
-from .timing import in_passes, median
+import torch  # noqa: E402
+
+from attention_viz.analysis.patching import PRESETS, SITES  # noqa: E402
+from attention_viz.backends.patching import Experiment, patch, replacement  # noqa: E402
+from attention_viz.backends.registry import load_backend  # noqa: E402
+from attention_viz.hooks import run_with_hooks  # noqa: E402
+
+from .timing import in_passes, median  # noqa: E402
 
 TARGETS = {"heads": 1.5, "resid": 3.0}
 
