@@ -1,4 +1,4 @@
-"""``python -m attention_viz atlas build|show``: registered by the main CLI (attention_viz/cli.py).
+"""``python -m attention_viz atlas build|show``: registered by the main CLI (attention_viz/cli/main.py).
 Ray and the model are imported only when a build runs."""
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ import json
 
 import numpy as np
 
-from .analysis.patching import SITE_DESCRIPTIONS, SITES, Patching, resolve_inputs
-from .backends.registry import DEFAULT_MODEL, load_backend
+from ..analysis.patching import SITE_DESCRIPTIONS, SITES, Patching, resolve_inputs
+from ..backends.registry import DEFAULT_MODEL, load_backend
 
 
 def add_parser(commands) -> None:
@@ -33,7 +33,7 @@ def add_parser(commands) -> None:
 
 def cmd_patch(args: argparse.Namespace) -> int:
     clean, corrupt, answer, wrong = resolve_inputs(args.model, args.clean, args.corrupt, args.answer, args.wrong)
-    from .backends.patching import patch  # torch loads with the model, not with the argument parser
+    from ..backends.patching import patch  # torch loads with the model, not with the argument parser
 
     result = patch(load_backend(args.model), clean, corrupt, answer, wrong, args.site, args.noising, args.token)
     if args.json:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from .errors import ModelError
+from ..errors import ModelError
 
 MODEL = "show-attend-tell"
 
@@ -32,16 +32,16 @@ def _seed(value: str) -> int:
 def cmd_caption(args: argparse.Namespace) -> int:
     if not args.out.endswith(".npz"):
         raise ModelError("--out must end in .npz")
-    from .cli import missing_folder
+    from .common import missing_folder
 
     if problem := missing_folder(args.out):
         raise ModelError(problem)
-    from .images import fit, load_image_file
+    from ..images import fit, load_image_file
 
     # a bad file is answered before the model loads
     image = None if args.image is None else load_image_file(args.image)
-    from .backends.registry import load_backend  # torch loads only for this command
-    from .trained.scenes import BACKGROUND
+    from ..backends.registry import load_backend  # torch loads only for this command
+    from ..trained.scenes import BACKGROUND
 
     backend = load_backend(MODEL)
     if image is None:

@@ -7,36 +7,16 @@ runs): a mistyped flag, an unknown model or a bad --out is answered at once."""
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from . import caption_cli, cli_heads, cli_patch
-from .errors import ModelError
-from .atlas import cli as atlas_cli
-from .backends.registry import DEFAULT_MODEL, MODELS, availability, load_backend
-from .figures.views import VIEWS
-from .names import KINDS
-from .text_file import read_text_path
-
-EXIT_USAGE = 2
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse prints the whole usage; one line is enough
-        raise SystemExit(_fail(f"{message} (see --help)"))
-
-
-def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return EXIT_USAGE
-
-
-def missing_folder(out: str) -> str | None:
-    """The error for an ``--out`` whose folder does not exist, found before a model runs for nothing."""
-    folder = Path(out).parent
-    return None if folder.is_dir() else f"--out: the folder {folder} does not exist"
-
+from . import caption, heads, patch
+from .common import Parser, fail, missing_folder
+from ..errors import ModelError
+from ..atlas import cli as atlas_cli
+from ..backends.registry import DEFAULT_MODEL, MODELS, availability, load_backend
+from ..figures.views import VIEWS
+from ..names import KINDS
+from ..text_file import read_text_path
 
 def _kinds(value: str) -> tuple[str, ...]:
     kinds = KINDS if value == "all" else tuple(k.strip() for k in value.split(",") if k.strip())
@@ -47,8 +27,8 @@ def _kinds(value: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m attention_viz", description="Capture and export Transformer attention.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = Parser(prog="python -m attention_viz", description="Capture and export Transformer attention.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     run = commands.add_parser("run", help="run a model on a text and save every captured array (.npz)")
     run.add_argument("--model", default=DEFAULT_MODEL, help="model name (see `models`) or hf:<id or folder>")
@@ -58,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="read the input from a text file (UTF-8, or UTF-16 with a byte-order mark)")
     run.add_argument("--target", help="target sentence for teacher forcing (encoder–decoder models)")
     run.add_argument("--kinds", type=_kinds, default=("pattern",), help="'all' or e.g. pattern,scores,q")
-    cli_heads.add_run_options(run)
+    heads.add_run_options(run)
     run.add_argument("--out", required=True, help="where to write the .npz")
 
     export = commands.add_parser("export", help="write one view as a standalone HTML file (works offline)")
@@ -73,10 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--head", default="0", help="a head index, mean or max")
     export.add_argument("--out", required=True, help="where to write the .html")
 
-    caption_cli.add_parser(commands)
+    caption.add_parser(commands)
     atlas_cli.add_parser(commands)
-    cli_heads.add_parser(commands)
-    cli_patch.add_parser(commands)
+    heads.add_parser(commands)
+    patch.add_parser(commands)
     commands.add_parser("models", help="list the models and whether they are available offline")
     return parser
 
@@ -85,13 +65,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.text_file is not None:
         args.text = read_text_path(args.text_file)
     if not args.text.strip():
-        return _fail("--text is empty: give a sentence")
+        return fail("--text is empty: give a sentence")
     if not args.out.endswith(".npz"):
-        return _fail("--out must end in .npz")
+        return fail("--out must end in .npz")
     if problem := missing_folder(args.out):
-        return _fail(problem)
+        return fail(problem)
     backend = load_backend(args.model)
-    result = cli_heads.run(backend, args)
+    result = heads.run(backend, args)
     result.save_npz(args.out)
     dropped = result.meta.get("dropped", 0)
     note = f" ({dropped} tokens beyond the model's {backend.max_tokens} were dropped)" if dropped else ""
@@ -105,20 +85,20 @@ ATTENTIONS = {"encoder": ("encoder", "self_attn"), "decoder": ("decoder", "self_
 
 def cmd_export(args: argparse.Namespace) -> int:
     if not args.text.strip():
-        return _fail("--text is empty: give a sentence")
+        return fail("--text is empty: give a sentence")
     if not args.out.endswith(".html"):
-        return _fail("--out must end in .html (PNG: open the HTML and use the camera icon)")
+        return fail("--out must end in .html (PNG: open the HTML and use the camera icon)")
     if problem := missing_folder(args.out):
-        return _fail(problem)
+        return fail(problem)
     head: int | str = args.head if args.head in ("mean", "max") else _int(args.head, "--head")
-    from .api import export as export_view
-    from .figures.export import standalone_html
-    from .figures.views import export_figure
+    from ..api import export as export_view
+    from ..figures.export import standalone_html
+    from ..figures.views import export_figure
 
     result = load_backend(args.model).run(args.text, target=args.target)
     group = ATTENTIONS[args.attention] if args.attention else None
     if group is not None and group not in result.attentions():
-        return _fail(f"{args.model} has no {args.attention} attention")
+        return fail(f"{args.model} has no {args.attention} attention")
     if args.view == "heads":
         export_view(result, args.out, view="heads", attention=args.attention, layer=args.layer, head=head)
         print(f"wrote {args.out}")
@@ -152,8 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "atlas":
             return atlas_cli.run(args)
-        return {"run": cmd_run, "export": cmd_export, "caption": caption_cli.cmd_caption, "heads": cli_heads.cmd_heads, "patch": cli_patch.cmd_patch, "models": cmd_models}[args.command](args)
+        return {"run": cmd_run, "export": cmd_export, "caption": caption.cmd_caption, "heads": heads.cmd_heads, "patch": patch.cmd_patch, "models": cmd_models}[args.command](args)
     except OSError as error:  # a path the user named, and the system's reason: not "[Errno 21] Is a directory: '…'"
-        return _fail(f"{error.filename}: {error.strerror.lower()}" if error.filename and error.strerror else str(error))
+        return fail(f"{error.filename}: {error.strerror.lower()}" if error.filename and error.strerror else str(error))
     except (ModelError, ValueError) as error:
-        return _fail(str(error))
+        return fail(str(error))

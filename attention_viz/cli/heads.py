@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .analysis.ablation import MODES, parse_heads
-from .analysis.detector import MASKS, detect, offset_mask, to_json_ready, top
-from .analysis.value_norms import value_norm_arrays
-from .backends.registry import DEFAULT_MODEL, load_backend
-from .errors import ModelError
-from .names import CROSS, DECODER_SELF, ENCODER_SELF, Group, parse_hook_name
-from .result import AttentionResult
+from ..analysis.ablation import MODES, parse_heads
+from ..analysis.detector import MASKS, detect, offset_mask, to_json_ready, top
+from ..analysis.value_norms import value_norm_arrays
+from ..backends.registry import DEFAULT_MODEL, load_backend
+from ..errors import ModelError
+from ..names import CROSS, DECODER_SELF, ENCODER_SELF, Group, parse_hook_name
+from ..result import AttentionResult
 
 if TYPE_CHECKING:  # torch loads with the model, not with the argument parser
-    from .backends.base import Backend, Outputs
+    from ..backends.base import Backend, Outputs
 
 ATTENTIONS = {"encoder": ENCODER_SELF, "decoder": DECODER_SELF}
 DESCRIPTIONS = {
@@ -63,7 +63,7 @@ def run(backend: Backend, args: argparse.Namespace) -> AttentionResult:
         raise ModelError(f"{backend.name} cannot give value-weighted norms: {why}; they need multi-head attention that "
                          "runs in our own Transformer")
     if args.ablate:
-        from .head_effects import make_ablation
+        from ..head_effects import make_ablation
 
         ablation = make_ablation(backend, parse_heads(args.ablate, default_group(backend)), args.ablation)
         result, outputs = backend.forward(args.text, args.target, kinds, ablation=ablation)
@@ -78,7 +78,7 @@ def run(backend: Backend, args: argparse.Namespace) -> AttentionResult:
         result.arrays.update(norms)
     measures = [m for m, asked_for in (("value_zeroing", args.value_zeroing), ("alti", args.alti)) if asked_for]
     if measures:
-        from .backends.mixing import mixing_arrays
+        from ..backends.mixing import mixing_arrays
 
         result.arrays.update(mixing_arrays(backend, result, measures, ablation))
     return result
