@@ -6,7 +6,7 @@ Streamlit only: the inputs, the cached model run, then one view. Run with `make 
 
 from __future__ import annotations
 
-from attention_viz.settings import apply_process_settings, freeze_startup_heap
+from attention_viz.runtime.settings import apply_process_settings, freeze_startup_heap
 
 apply_process_settings()  # the server's process settings, before anything imports torch
 

@@ -1,7 +1,7 @@
 """attention-viz: capture and show what every attention head of a Transformer does with a sentence.
 
 Importing the package changes nothing process-wide; entry points call
-:func:`attention_viz.settings.apply_process_settings` first.
+:func:`attention_viz.runtime.settings.apply_process_settings` first.
 """
 
 _API = ("run", "show", "export", "patch")  # attention_viz.api, imported on first use: `import attention_viz` stays light

@@ -1,6 +1,6 @@
 import sys
 
-from .settings import apply_process_settings
+from .runtime.settings import apply_process_settings
 
 apply_process_settings()  # before the CLI imports torch
 

@@ -26,7 +26,7 @@ def fresh(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
 
 
 # Where a call's (query × key) tensors come from: plain torch.empty unless the caller opts in, for its
-# own calls only, to recycled memory (attention_viz.buffers.recycling()). Per call, as capture() is.
+# own calls only, to recycled memory (attention_viz.runtime.memory.recycling()). Per call, as capture() is.
 scratch_allocator: ContextVar[Allocate] = ContextVar("scratch_allocator", default=fresh)
 
 

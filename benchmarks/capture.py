@@ -7,11 +7,11 @@ the forward under ``capture()`` and the conversion to an ``AttentionResult``. To
 on its own (every tool pays it).
 
 Each contender is timed in passes of its own (benchmarks/timing.py), with nothing of ours alive while
-a baseline runs. Our patterns live in recycled memory (attention_viz/buffers.py): with *recycled*
+a baseline runs. Our patterns live in recycled memory (attention_viz/runtime/memory.py): with *recycled*
 memory a call writes into the blocks the previous call's result freed. The *fresh* rows turn that
 off for everyone, so every call maps new pages. One more row of ours needs a state of its own, and
 its name says so: *ours, results kept + mapped ahead*, what the app does on a new text (each result
-kept, as its cache keeps them, and ``buffers.keep_ready`` mapping the next call's blocks between
+kept, as its cache keeps them, and ``memory.keep_ready`` mapping the next call's blocks between
 calls, untimed). Its baselines are the *fresh* row's, measured in the standard state, not re-timed
 beside the gigabytes that row keeps alive.
 """
@@ -23,7 +23,7 @@ from contextlib import contextmanager, nullcontext
 
 import torch
 
-from attention_viz import buffers
+from attention_viz.runtime import memory
 from attention_viz.backends.registry import MODELS
 from attention_viz.backends.scratch import ScratchEncoderBackend
 from attention_viz.hooks import capture
@@ -50,12 +50,12 @@ def load_transformers(folder) -> dict[str, torch.nn.Module]:
 @contextmanager
 def no_recycling() -> Iterator[None]:
     """Every block of ours from the allocator (and, with ``fresh_memory``, from the kernel)."""
-    limit, buffers.limit_bytes = buffers.limit_bytes, 0
-    buffers.release()
+    limit, memory.limit_bytes = memory.limit_bytes, 0
+    memory.release()
     try:
         yield
     finally:
-        buffers.limit_bytes = limit
+        memory.limit_bytes = limit
 
 
 def bench_capture(
@@ -72,7 +72,7 @@ def bench_capture(
         ids = torch.tensor([tokens.ids])
 
         def ours():  # ScratchEncoderBackend.run after tokenizing: forward with capture, then numpy
-            with torch.inference_mode(), buffers.recycling(), capture(kinds=APP_KINDS) as recorded:
+            with torch.inference_mode(), memory.recycling(), capture(kinds=APP_KINDS) as recorded:
                 backend.model(ids)
             return AttentionResult.from_recorder(backend.name, tokens, recorded)
 
@@ -116,20 +116,20 @@ def bench_capture(
             faults: dict[str, list[int]] = {}
             with no_recycling() if memory == "fresh" else nullcontext():
                 times = in_passes(contenders, reps[n], faults=faults, fresh_memory=memory == "fresh",
-                                  between=buffers.release)
+                                  between=memory.release)
             rows.append(row(memory, times, faults))
             if memory == "fresh":
                 kept: list[AttentionResult] = []
 
                 def keep(result: AttentionResult) -> None:
                     kept.append(result)  # as the app's cache keeps every result
-                    buffers.keep_ready().join()  # and maps the next one's blocks meanwhile
+                    memory.keep_ready().join()  # and maps the next one's blocks meanwhile
 
-                buffers.release()
+                memory.release()
                 ours_faults: list[int] = []
                 app_state = kept_pass(ours, reps[n], faults=ours_faults, after=keep)
                 kept.clear()
-                buffers.release()
+                memory.release()
                 # ours in its special state; the baselines stay the fresh row's (standard state)
                 rows.append(row("ours: results kept + mapped ahead; baselines: fresh",
                                 {**times, "ours": app_state}, {**faults, "ours": ours_faults}))

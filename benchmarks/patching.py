@@ -15,7 +15,7 @@ import argparse
 import importlib.util
 import os
 
-from attention_viz.settings import apply_process_settings
+from attention_viz.runtime.settings import apply_process_settings
 
 apply_process_settings()  # what the CLI and the server run with (passive OpenMP waits), before torch loads
 

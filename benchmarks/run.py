@@ -27,7 +27,7 @@ import sys
 import threading
 from pathlib import Path
 
-from attention_viz.settings import apply_process_settings
+from attention_viz.runtime.settings import apply_process_settings
 
 apply_process_settings()  # the server's settings, before torch loads: the benchmark measures what users run
 
@@ -134,10 +134,10 @@ def markdown(report: dict, command: str) -> str:
             "default SDPA attention, no weights returned (the floor); *eager* = BertModel, eager attention, "
             "`output_attentions=True`. Tokenizing (ours, timed alone) comes on top for every tool.",
             "*Memory*: *recycled* = the allocator may hand a call the pages the previous call freed (our "
-            "patterns: the blocks of the previous result, kept by attention_viz/buffers.py); "
+            "patterns: the blocks of the previous result, kept by attention_viz/runtime/memory.py); "
             "*fresh* = freed memory goes back to the kernel between calls (ours keeps no block), so the "
             "512² × 12 × 6 patterns (75 MB) land in new pages the kernel must map and zero — what a new "
-            "sentence cost in the app before `buffers.keep_ready`; *ours: results kept + mapped ahead* = what a new "
+            "sentence cost in the app before `memory.keep_ready`; *ours: results kept + mapped ahead* = what a new "
             "sentence costs in the app now, ours alone in that state: each result kept alive (as the app's cache "
             "keeps them) and the next call's blocks mapped between calls by `keep_ready` (untimed); its SDPA and "
             "eager columns are the *fresh* row's, measured in the standard state. Page faults = minor faults per "

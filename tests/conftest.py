@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_viz.settings import apply_process_settings
+from attention_viz.runtime.settings import apply_process_settings
 
 # The test process is a process start like the CLI's and the server's: offline, and OpenMP threads
 # that wait passively (busy-waiting ones starve everything else on a small shared machine).

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from streamlit.testing.v1.util import patch_config_options
 
-from attention_viz import access
-from attention_viz.access import MODEL_ROOTS_ENV, beyond_loopback, hf_source
+from attention_viz.runtime import access
+from attention_viz.runtime.access import MODEL_ROOTS_ENV, beyond_loopback, hf_source
 from attention_viz.backends import hf, registry
 from attention_viz.errors import ModelError
-from attention_viz.model_cache import ModelCache
+from attention_viz.runtime.model_cache import ModelCache
 from attention_viz.names import ENCODER_SELF
 from attention_viz.ui import cache
 

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from attention_viz.access import ATLAS_ROOT_ENV
+from attention_viz.runtime.access import ATLAS_ROOT_ENV
 from attention_viz.atlas import layout
 from attention_viz.atlas.embedding import joint_embedding
 from attention_viz.atlas.neighbors import Neighbors

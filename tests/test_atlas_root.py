@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from apphelpers import app, messages
 
-from attention_viz.access import ATLAS_ROOT_ENV, atlas_folder, atlas_name, atlas_names, atlas_root
+from attention_viz.runtime.access import ATLAS_ROOT_ENV, atlas_folder, atlas_name, atlas_names, atlas_root
 from attention_viz.atlas import layout
 from attention_viz.atlas.pipeline import build_atlas, worker_failure
 from attention_viz.atlas.sources import Source

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from attention_viz import buffers
+from attention_viz.runtime import memory as buffers
 from attention_viz.hooks import capture
 from attention_viz.model import Transformer, TransformerConfig
 from attention_viz.result import AttentionResult

@@ -8,7 +8,7 @@ import pytest
 from attention_viz.backends import registry
 from attention_viz.backends.base import Backend
 from attention_viz.backends.scratch import ScratchEncoderBackend
-from attention_viz.model_cache import ModelCache
+from attention_viz.runtime.model_cache import ModelCache
 from attention_viz.ui import cache
 
 

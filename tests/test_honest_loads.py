@@ -39,7 +39,7 @@ from transformers import (
 from test_hf_backend import HEADS, save_bert
 from test_ours_decoder import SIZES, TEXT, save, save_tokenizer
 
-from attention_viz.access import MODEL_ROOTS_ENV
+from attention_viz.runtime.access import MODEL_ROOTS_ENV
 from attention_viz.backends import registry
 from attention_viz.backends.hf import HFBackend
 from attention_viz.backends.ours_decoder import OursDecoderBackend
@@ -47,7 +47,7 @@ from attention_viz.cli import main
 from attention_viz.errors import ModelError
 from attention_viz.head_effects import compare
 from attention_viz.analysis.ablation import Ablation
-from attention_viz.model_cache import ModelCache
+from attention_viz.runtime.model_cache import ModelCache
 from attention_viz.names import DECODER_SELF, ENCODER_SELF
 from attention_viz.result import AttentionResult
 

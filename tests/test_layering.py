@@ -49,7 +49,7 @@ def test_importing_the_package_sets_no_environment_variable():
 def test_process_settings_are_applied_by_the_entry_points_only():
     code = (
         "import os\n"
-        "from attention_viz.settings import apply_process_settings\n"
+        "from attention_viz.runtime.settings import apply_process_settings\n"
         "apply_process_settings()\n"
         "print(os.environ['HF_HUB_OFFLINE'], os.environ['OMP_WAIT_POLICY'], os.environ['TRANSFORMERS_VERBOSITY'])\n"
     )
@@ -72,7 +72,7 @@ def test_the_server_freezes_its_startup_heap_once_and_still_collects_later_garba
     that walk stays short. Later cycles must still be collected, and a second call freezes nothing."""
     code = (
         "import gc, weakref\n"
-        "from attention_viz.settings import freeze_startup_heap\n"
+        "from attention_viz.runtime.settings import freeze_startup_heap\n"
         "class Node: pass\n"
         "kept = [Node() for _ in range(1000)]\n"
         "freeze_startup_heap()\n"

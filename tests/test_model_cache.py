@@ -9,7 +9,7 @@ import pytest
 
 from attention_viz.backends import registry
 from attention_viz.errors import ModelError
-from attention_viz.model_cache import DEFAULT_MAX_MODELS, MAX_MODELS_ENV, ModelCache, max_models
+from attention_viz.runtime.model_cache import DEFAULT_MAX_MODELS, MAX_MODELS_ENV, ModelCache, max_models
 
 
 class Model:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import buffers
+from ..runtime import memory
 from ..analysis.ablation import Ablation
 from ..analysis.long_input import LongInput
 from ..analysis.probes import english_probes
@@ -82,13 +82,13 @@ class Backend(ABC):
 
     def recycled_memory(self) -> contextlib.AbstractContextManager[None]:
         """Runs inside this block take their (query × key) tensors from recycled memory (the app's
-        cache and the benchmarks opt in; see :mod:`attention_viz.buffers`)."""
-        return buffers.recycling()
+        cache and the benchmarks opt in; see :mod:`attention_viz.runtime.memory`)."""
+        return memory.recycling()
 
     def keep_memory_ready(self) -> None:
         """The caller keeps the last run's result (the app's cache): have the memory for a next run
-        of the same size mapped in the background meanwhile (see :mod:`attention_viz.buffers`)."""
-        buffers.keep_ready()
+        of the same size mapped in the background meanwhile (see :mod:`attention_viz.runtime.memory`)."""
+        memory.keep_ready()
 
     def forward(
         self, text: str, target: str | None = None, kinds: Collection[str] = ("pattern",), ablation: Ablation | None = None

@@ -54,7 +54,8 @@ from ..tokens import Tokens, from_encoding, tokenize
 from ..weights.matching import NAMED, mismatch
 from ..weights.safetensors_io import check_folder, read_config, safetensors_files
 from ..errors import ModelError
-from ..settings import ALLOW_DOWNLOAD_ENV, downloads_allowed
+from ..runtime.access import HUB_ID
+from ..runtime.settings import ALLOW_DOWNLOAD_ENV, downloads_allowed
 from ..names import CROSS, DECODER_SELF, ENCODER_SELF, Group, hook_name
 from .base import Backend, check_text, require_readable
 
@@ -69,7 +70,6 @@ UNUSED_WHEN_MISSING = ("pooler.",)
 # Buffers older checkpoints saved beside the weights (causal masks, rotary frequencies, position ids):
 # computed now, never read, so left over without meaning anything.
 STALE_BUFFER = re.compile(r"(\.(attn|attention)\.(bias|masked_bias)|\.rotary_emb\.inv_freq|position_ids)$")
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 
 
 def model_shape(config: PretrainedConfig) -> Shape:

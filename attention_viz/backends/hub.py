@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ModelError
-from ..settings import ALLOW_DOWNLOAD_ENV, downloads_allowed
+from ..runtime.settings import ALLOW_DOWNLOAD_ENV, downloads_allowed
 
 
 def local_folder(spec: str) -> Path | None:

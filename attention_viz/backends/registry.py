@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..access import check_folder_files, hf_source
+from ..runtime.access import check_folder_files, hf_source
 from ..errors import ModelError
-from ..model_cache import ModelCache
+from ..runtime.model_cache import ModelCache
 from ..trained.shipped import CAPTIONER_FILES, TRANSFORMER_FILES
 
 if TYPE_CHECKING:  # names and availability answer without torch; backends import it when they load

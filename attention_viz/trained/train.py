@@ -17,7 +17,7 @@ difference between them is the attention.
 
 from __future__ import annotations
 
-from ..settings import apply_process_settings
+from ..runtime.settings import apply_process_settings
 
 if __name__ == "__main__":
     # Before torch loads (run as a command only, never on import): OMP_WAIT_POLICY=PASSIVE — with

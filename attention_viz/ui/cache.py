@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit import config
 
-from ..access import beyond_loopback
+from ..runtime.access import beyond_loopback
 from ..analysis.coreference import positions
 from ..analysis.focus import top_heads
 from ..analysis.weighting import mixing_or_reason, value_norms_or_reason
@@ -51,7 +51,7 @@ def run(name: str, text: str, target: str | None = None, kinds: tuple[str, ...] 
     patterns), so the value-weighted norms never need a second forward."""
     model = backend(name)
     values = ("v",) if "pattern" in kinds and "v" in model.kinds else ()
-    with model.recycled_memory():  # this cache keeps its results: their blocks come from buffers.py
+    with model.recycled_memory():  # this cache keeps its results: their blocks come from runtime/memory.py
         result = model.run(text, target=target, kinds=tuple(dict.fromkeys(tuple(kinds) + values)))
     model.keep_memory_ready()  # this cache keeps the result's memory: the next text's is mapped meanwhile
     return result

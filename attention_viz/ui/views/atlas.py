@@ -8,7 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from ...access import atlas_folder, atlas_name, atlas_names
+from ...runtime.access import atlas_folder, atlas_name, atlas_names
 from ...atlas.embedding import METHODS, EmbeddingJobs
 from ...atlas.jobs import BuildJobs
 from ...atlas import layout

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from .errors import ModelError
+from ..errors import ModelError
 
 MAX_MODELS_ENV = "ATTENTION_VIZ_MAX_MODELS"
 DEFAULT_MAX_MODELS = 4  # minilm and the three demo models fit; an hf: model then evicts the oldest

@@ -48,7 +48,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from .attention import scratch_allocator
+from ..attention import scratch_allocator
 
 MIN_BYTES = 1 << 20  # smaller blocks come back from glibc's heap already mapped
 limit_bytes = 128 << 20  # free blocks kept at most; a 512-token minilm run uses 6 × 12 MB
@@ -106,7 +106,7 @@ def keep_ready() -> threading.Thread:
     sizes = []
     while _handed:
         sizes.append(_handed.popleft())
-    thread = threading.Thread(target=_map_blocks, args=(sizes,), name="buffers.keep_ready", daemon=True)
+    thread = threading.Thread(target=_map_blocks, args=(sizes,), name="memory.keep_ready", daemon=True)
     thread.start()
     return thread
 

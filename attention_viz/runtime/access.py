@@ -24,8 +24,11 @@ import os
 import re
 from pathlib import Path
 
-from .errors import ModelError
+from ..errors import ModelError
+from .settings import downloads_allowed
 
+# What a hub id looks like (``org/name`` or ``name``): a spec that is not a folder is read as one.
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 MODEL_ROOTS_ENV = "ATTENTION_VIZ_MODEL_ROOTS"
 MAX_SPEC_CHARS = 1000  # longer than any real path or hub id; bounds the work a link can ask for
 
@@ -60,8 +63,6 @@ def hf_source(spec: str, *, exposed: bool = False) -> str:
     roots = model_roots()
     if not spec or (roots is None and not exposed):  # (an empty spec gets the backend's own message)
         return spec
-    # The backend's own reading of a spec (hub id or folder) and the operator's download switch.
-    from .backends.hf import HUB_ID, downloads_allowed
 
     roots = roots or []
     path = _expanded(spec) if len(spec) <= MAX_SPEC_CHARS and "\0" not in spec else None
@@ -161,7 +162,6 @@ def check_folder_files(folder: str | Path) -> None:
     """The one refusal when roots are set and an entry of ``folder`` (config.json, weights, tokenizer
     files …) is a link that leads out of every root: a folder inside a root reads nothing outside.
     Its top level only, which is all a model load reads, so a request costs one directory listing."""
-    from .settings import downloads_allowed
 
     roots = model_roots()
     if roots is None:
