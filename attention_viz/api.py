@@ -30,7 +30,7 @@ from .figures.heatmap import attention_heatmap
 from .figures.offline import figures_html, heads_html
 from .names import CROSS, DECODER_SELF, ENCODER_SELF, Group
 from .result import AttentionResult
-from .selection import GROUP_NAMES, REDUCTIONS, Choice, displayed, group_tokens, reduce_heads
+from .analysis.selection import GROUP_NAMES, REDUCTIONS, Choice, displayed, group_tokens, reduce_heads
 
 __all__ = ["VIEWS", "Shown", "export", "patch", "run", "show"]
 

@@ -19,7 +19,7 @@ from attention_viz.backends.base import Backend
 from attention_viz.backends.ours import removals
 from attention_viz.backends.registry import load_backend
 from attention_viz.errors import ModelError
-from attention_viz.head_effects import compare, coreference_study, make_ablation
+from attention_viz.backends.head_effects import compare, coreference_study, make_ablation
 from attention_viz.hooks import HeadRemoval, ablate, capture
 from attention_viz.model import Transformer, TransformerConfig
 from attention_viz.names import CROSS, DECODER_SELF, ENCODER_SELF, hook_name

@@ -23,8 +23,8 @@ from streamlit.testing.v1 import AppTest
 
 from attention_viz.cli import main
 from attention_viz.errors import ModelError
-from attention_viz.images import MAX_PIXELS, load_image, read_image
-from attention_viz.text_file import MAX_FILE_BYTES, read_text_file, read_user_file
+from attention_viz.inputs.images import MAX_PIXELS, load_image, read_image
+from attention_viz.inputs.text_file import MAX_FILE_BYTES, read_text_file, read_user_file
 from attention_viz.ui.state import DEFAULT_TEXT, MAX_TEXT
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ from attention_viz.runtime import memory as buffers
 from attention_viz.hooks import capture
 from attention_viz.model import Transformer, TransformerConfig
 from attention_viz.result import AttentionResult
-from attention_viz.tokens import Tokens
+from attention_viz.inputs.tokens import Tokens
 
 SHAPE = (2, 512, 512)  # 2 MB of float32: above buffers.MIN_BYTES
 

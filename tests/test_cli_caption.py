@@ -13,7 +13,7 @@ from PIL import Image
 
 from attention_viz.cli import main
 from attention_viz.errors import ModelError
-from attention_viz.images import MAX_BYTES, read_image
+from attention_viz.inputs.images import MAX_BYTES, read_image
 from attention_viz.trained import scenes
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -349,7 +349,7 @@ def test_the_views_draw_alti_and_value_zeroing_layer_by_layer():
 def test_the_views_stop_value_zeroing_past_their_token_limit():
     from attention_viz.analysis.weighting import ZEROING_TOKENS, mixing_or_reason, weighted
     from attention_viz.result import AttentionResult
-    from attention_viz.tokens import from_words
+    from attention_viz.inputs.tokens import from_words
 
     words = ["w"] * (ZEROING_TOKENS + 1)
     long = AttentionResult("minilm", from_words(words, list(range(len(words))), [False] * len(words)), {})

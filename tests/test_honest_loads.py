@@ -45,7 +45,7 @@ from attention_viz.backends.hf import HFBackend
 from attention_viz.backends.ours_decoder import OursDecoderBackend
 from attention_viz.cli import main
 from attention_viz.errors import ModelError
-from attention_viz.head_effects import compare
+from attention_viz.backends.head_effects import compare
 from attention_viz.analysis.ablation import Ablation
 from attention_viz.runtime.model_cache import ModelCache
 from attention_viz.names import DECODER_SELF, ENCODER_SELF

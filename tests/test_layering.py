@@ -101,7 +101,7 @@ TORCH_FREE = [
     *modules(PACKAGE / "figures"),
     *modules(PACKAGE / "analysis"),
     "attention_viz.result",
-    "attention_viz.selection",
+    "attention_viz.analysis.selection",
     "attention_viz.names",
     "attention_viz.errors",
     "attention_viz.backends.registry",  # model names and availability answer without loading a model

@@ -21,7 +21,7 @@ from attention_viz.hooks import capture
 from attention_viz.longcontext import queries_and_keys
 from attention_viz.model import Transformer, TransformerConfig
 from attention_viz.names import DECODER_SELF
-from attention_viz.tokens import Tokens
+from attention_viz.inputs.tokens import Tokens
 
 LENGTH = 3000  # words; the tiny checkpoint reads 4096 positions, the app captures 1024
 

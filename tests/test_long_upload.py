@@ -12,7 +12,7 @@ from single_view import figures, link, problems
 from test_ours_decoder import WORDS, save
 
 from attention_viz.errors import ModelError
-from attention_viz.text_file import MAX_FILE_BYTES, read_text_file
+from attention_viz.inputs.text_file import MAX_FILE_BYTES, read_text_file
 from attention_viz.ui.inputs import MAX_TEXT
 
 LENGTH = 4000  # words; the tiny checkpoint reads 4096 positions

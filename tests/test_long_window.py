@@ -25,7 +25,7 @@ from attention_viz.backends.registry import load_backend
 from attention_viz.hooks import capture
 from attention_viz.model import Transformer, TransformerConfig
 from attention_viz.names import DECODER_SELF
-from attention_viz.tokens import Tokens
+from attention_viz.inputs.tokens import Tokens
 
 WINDOW = 64
 LAYOUT = dict(shape="decoder-only", vocab_size=50, d_model=32, h=4, n_kv_heads=2, d_ff=64, positional="rotary",

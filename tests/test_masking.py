@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from attention_viz.masking import padded_batch
+from attention_viz.backends.padding import padded_batch
 from attention_viz.model import Transformer, TransformerConfig
 
 

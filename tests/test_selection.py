@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from attention_viz.result import AttentionResult
-from attention_viz.selection import Choice, displayed, group_tokens
-from attention_viz.tokens import from_words
+from attention_viz.analysis.selection import Choice, displayed, group_tokens
+from attention_viz.inputs.tokens import from_words
 
 rng = np.random.default_rng(0)
 

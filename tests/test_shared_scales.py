@@ -7,7 +7,7 @@ import json
 import pytest
 from apphelpers import app, messages
 
-from attention_viz.selection import misalignment
+from attention_viz.analysis.selection import misalignment
 
 
 def ranges(at, keys: tuple[str, str]) -> list[tuple[float, float]]:

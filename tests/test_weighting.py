@@ -19,8 +19,8 @@ from attention_viz.analysis.weighting import Weighted, value_norms_or_reason, we
 from attention_viz.backends.registry import load_backend
 from attention_viz.names import CROSS, ENCODER_SELF, hook_name
 from attention_viz.result import AttentionResult
-from attention_viz.selection import Choice, displayed, log_range, rescaled
-from attention_viz.tokens import Tokens
+from attention_viz.analysis.selection import Choice, displayed, log_range, rescaled
+from attention_viz.inputs.tokens import Tokens
 
 TIRED = "The animal didn't cross the street because it was too tired."
 WIDE = "The animal didn't cross the street because it was too wide."

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..tokens import Tokens
+from ..inputs.tokens import Tokens
 from .blockwise import POOLINGS, Overview, QueriesKeys, overview, pattern_block, pooled_region, quantize
 
 TILES = 512  # tiles per side: about a screen's width of heatmap

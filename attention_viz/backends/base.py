@@ -18,11 +18,11 @@ from ..errors import ModelError
 from ..model import Shape
 from ..names import Group
 from ..result import AttentionResult
-from ..tokens import Tokens
+from ..inputs.tokens import Tokens
 
 if TYPE_CHECKING:  # both need torch; a backend that has neither capability never imports them
-    from ..inside import InsideHead
-    from ..masking import PaddedBatch
+    from .inside import InsideHead
+    from .padding import PaddedBatch
 
 
 def check_text(text: str, what: str = "text") -> str:

@@ -24,7 +24,7 @@ from ..caption import Box, CaptionResult
 from ..errors import ModelError
 from ..hooks import capture
 from ..result import AttentionResult
-from ..tokens import Tokens, from_words
+from ..inputs.tokens import Tokens, from_words
 from ..trained import caption_checkpoint, scenes
 from ..trained.captioner import images_to_tensor
 from ..trained.corpus import Vocab

@@ -50,7 +50,7 @@ from transformers.models.auto.modeling_auto import (
 
 from ..model import Shape
 from ..result import AttentionResult
-from ..tokens import Tokens, from_encoding, tokenize
+from ..inputs.tokens import Tokens, from_encoding, tokenize
 from ..weights.matching import NAMED, mismatch
 from ..weights.safetensors_io import check_folder, read_config, safetensors_files
 from ..errors import ModelError

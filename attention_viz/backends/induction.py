@@ -19,7 +19,7 @@ from ..errors import ModelError
 from ..hooks import KINDS, capture
 from ..names import Group
 from ..result import AttentionResult
-from ..tokens import Tokens, from_words
+from ..inputs.tokens import Tokens, from_words
 from ..trained import checkpoint
 from ..trained.corpus import Vocab
 from ..trained.induction import MAX_SEGMENT, MIN_SEGMENT, SYMBOLS

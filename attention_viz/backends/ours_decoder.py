@@ -31,7 +31,7 @@ from ..longcontext import queries_and_keys
 from ..model import Transformer, TransformerConfig
 from ..names import Group
 from ..result import AttentionResult
-from ..tokens import Tokens, load_tokenizer, tokenize
+from ..inputs.tokens import Tokens, load_tokenizer, tokenize
 from ..weights.gpt2 import build_gpt2, gpt2_config
 from ..weights.llama import build_llama, llama_config
 from ..weights.neox import build_neox, neox_config

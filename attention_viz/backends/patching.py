@@ -33,7 +33,7 @@ from ..hooks import capture, intervene
 from ..attention import sliding_window_mask
 from ..model import Transformer, decoder_mask
 from ..names import CROSS, DECODER_SELF, ENCODER_SELF, GROUPS, Group, hook_name, layer_hook_name, parse_layer_hook_name
-from ..tokens import Tokens
+from ..inputs.tokens import Tokens
 from .base import Backend, check_text
 from .ours import attention_module
 

@@ -10,12 +10,12 @@ import torch
 from tokenizers import Tokenizer
 
 from ..hooks import KINDS, capture
-from ..inside import InsideHead, inside_head
-from ..masking import PaddedBatch, padded_batch
+from .inside import InsideHead, inside_head
+from .padding import PaddedBatch, padded_batch
 from ..positional import LearnedEncoding
 from ..model import Transformer
 from ..result import AttentionResult
-from ..tokens import Tokens, load_tokenizer, tokenize
+from ..inputs.tokens import Tokens, load_tokenizer, tokenize
 from ..weights.bert import build_bert
 from ..weights.safetensors_io import read_config, read_safetensors
 from ..errors import ModelError

@@ -38,9 +38,9 @@ from ..analysis.ablation import Ablation
 from ..analysis.probes import sequence_probes
 from ..names import Group
 from .ours import ablation_context, output_projection
-from ..masking import PaddedBatch, padded_batch
+from .padding import PaddedBatch, padded_batch
 from ..result import AttentionResult
-from ..tokens import Tokens, from_words
+from ..inputs.tokens import Tokens, from_words
 from ..errors import ModelError
 from .base import Backend, Outputs
 

@@ -26,10 +26,10 @@ from safetensors import SafetensorError
 
 from ..analysis.patches import patch_labels
 from ..errors import ModelError
-from ..images import fit
+from ..inputs.images import fit
 from ..names import ENCODER_SELF, hook_name
 from ..result import AttentionResult
-from ..tokens import Tokens
+from ..inputs.tokens import Tokens
 from ..trained import scenes
 from ..weights.safetensors_io import read_config, safetensors_files
 from .base import Backend

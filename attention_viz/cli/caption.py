@@ -36,7 +36,7 @@ def cmd_caption(args: argparse.Namespace) -> int:
 
     if problem := missing_folder(args.out):
         raise ModelError(problem)
-    from ..images import fit, load_image_file
+    from ..inputs.images import fit, load_image_file
 
     # a bad file is answered before the model loads
     image = None if args.image is None else load_image_file(args.image)

@@ -63,7 +63,7 @@ def run(backend: Backend, args: argparse.Namespace) -> AttentionResult:
         raise ModelError(f"{backend.name} cannot give value-weighted norms: {why}; they need multi-head attention that "
                          "runs in our own Transformer")
     if args.ablate:
-        from ..head_effects import make_ablation
+        from ..backends.head_effects import make_ablation
 
         ablation = make_ablation(backend, parse_heads(args.ablate, default_group(backend)), args.ablation)
         result, outputs = backend.forward(args.text, args.target, kinds, ablation=ablation)

@@ -16,7 +16,7 @@ from ..atlas import cli as atlas_cli
 from ..backends.registry import DEFAULT_MODEL, MODELS, availability, load_backend
 from ..figures.views import VIEWS
 from ..names import KINDS
-from ..text_file import read_text_path
+from ..inputs.text_file import read_text_path
 
 def _kinds(value: str) -> tuple[str, ...]:
     kinds = KINDS if value == "all" else tuple(k.strip() for k in value.split(",") if k.strip())

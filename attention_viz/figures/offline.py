@@ -37,7 +37,7 @@ from plotly.offline import get_plotlyjs
 
 from ..names import GROUPS, Group
 from ..result import AttentionResult
-from ..selection import GROUP_NAMES, group_tokens
+from ..analysis.selection import GROUP_NAMES, group_tokens
 from .axes import shorten
 from .export import CONFIG
 from .heatmap import attention_heatmap

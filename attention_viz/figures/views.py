@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from ..analysis import rollout
 from ..result import AttentionResult
-from ..selection import Choice, Group, displayed
+from ..analysis.selection import Choice, Group, displayed
 from .grid import heads_grid
 from .heatmap import attention_heatmap
 

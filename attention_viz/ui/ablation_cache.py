@@ -18,7 +18,7 @@ import streamlit as st
 from ..analysis.ablation import Ablation, Head
 from ..analysis.detector_view import detector_scores
 from ..backends.base import Outputs
-from ..head_effects import Comparison, compare, coreference_study, make_ablation
+from ..backends.head_effects import Comparison, compare, coreference_study, make_ablation
 from ..names import Group
 from ..result import AttentionResult
 from . import cache

@@ -6,7 +6,7 @@ import streamlit as st
 
 from ..backends.registry import availability
 from ..result import AttentionResult
-from ..selection import GROUP_NAMES, Group
+from ..analysis.selection import GROUP_NAMES, Group
 from . import cache
 from .plain import literal
 

@@ -8,7 +8,7 @@ import streamlit as st
 
 from ..backends.registry import HF_PREFIX, MODELS, unknown_model_message
 from ..errors import ModelError
-from ..text_file import MAX_FILE_BYTES, read_text_file
+from ..inputs.text_file import MAX_FILE_BYTES, read_text_file
 from . import cache, plain
 from .state import DEFAULT_TEXT, MAX_TEXT, forget_too_long, too_long
 from .widgets import text

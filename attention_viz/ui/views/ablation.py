@@ -13,9 +13,9 @@ from ...analysis.ablation_view import (chosen_heads, following_labels, head_item
 from ...analysis.coreference import positions
 from ...figures.ablation import log_prob_bars, movement_bars, pattern_pair, study_bars
 from ...figures.grid import heads_grid
-from ...head_effects import Comparison
+from ...backends.head_effects import Comparison
 from ...result import AttentionResult
-from ...selection import Choice, displayed
+from ...analysis.selection import Choice, displayed
 from .. import ablation_cache, cache, plain
 from ..controls import attention_picker, layer_head_picker, token_picker
 from ..state import take

@@ -19,7 +19,7 @@ from ...errors import ModelError
 from ...figures.heatmap import attention_heatmap
 from ...figures.masks import mask_heatmap, row_change_bars, scores_heatmap
 from ...figures.numbers import exact
-from ...masking import PaddedBatch
+from ...backends.padding import PaddedBatch
 from ...names import DECODER_SELF
 from ...result import AttentionResult
 from .. import cache, plain

@@ -13,7 +13,7 @@ from ...errors import ModelError
 from ...figures.heatmap import attention_heatmap
 from ...names import ENCODER_SELF
 from ...result import AttentionResult
-from ...selection import Choice, Displayed, displayed, merged_labels, misalignment
+from ...analysis.selection import Choice, Displayed, displayed, merged_labels, misalignment
 from .. import cache, plain
 from ..controls import attention_picker, for_group, layer_head_picker, pair_scale, weigh, weighting_picker
 from ..tables import head_table

@@ -20,7 +20,7 @@ from ...analysis.detector_view import (
 from ...figures.detector import pairs_figure, score_heatmap
 from ...names import Group
 from ...result import AttentionResult
-from ...selection import GROUP_NAMES, GROUP_URL_NAMES, group_tokens
+from ...analysis.selection import GROUP_NAMES, GROUP_URL_NAMES, group_tokens
 from .. import ablation_cache, cache, plain
 from ..controls import token_picker
 from ..state import take

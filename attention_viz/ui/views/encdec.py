@@ -11,7 +11,7 @@ from ...backends.registry import MODELS, availability
 from ...figures.focus import highlighted_text
 from ...figures.heatmap import attention_heatmap
 from ...result import AttentionResult
-from ...selection import Choice, displayed
+from ...analysis.selection import Choice, displayed
 from ...names import CROSS
 from .. import cache, plain
 from ..controls import layer_head_picker

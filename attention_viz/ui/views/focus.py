@@ -10,7 +10,7 @@ from ...analysis.weighting import WEIGHTING_NAMES
 from ...figures.focus import focus_heatmap, highlighted_text
 from ...names import CROSS
 from ...result import AttentionResult
-from ...selection import default_token, group_tokens
+from ...analysis.selection import default_token, group_tokens
 from ..controls import attention_picker, layer_head_picker, token_picker, weigh, weighting_picker
 from ..plain import literal
 from ..tables import clicked_tile, follow

@@ -9,8 +9,8 @@ from ...analysis.head_levels import captured_heatmap, needs_levels
 from ...figures.heatmap import attention_heatmap
 from ...names import CROSS
 from ...result import AttentionResult
-from ...selection import group_tokens
-from ...selection import head_table as table_of  # the rows; ..tables draws them
+from ...analysis.selection import group_tokens
+from ...analysis.selection import head_table as table_of  # the rows; ..tables draws them
 from .. import cache
 from ..controls import attention_picker, layer_head_picker, weigh, weighting_picker
 from ..tables import clicked_tile, follow, head_table

@@ -13,7 +13,7 @@ from ...figures.heatmap import attention_heatmap
 from ...figures.long_heatmap import long_heatmap_figure
 from ...names import ENCODER_SELF
 from ...result import AttentionResult
-from ...selection import COLOUR_SCALES, LOG_FLOOR, Choice, Displayed, displayed, log_range, rescaled, window
+from ...analysis.selection import COLOUR_SCALES, LOG_FLOOR, Choice, Displayed, displayed, log_range, rescaled, window
 from .. import cache
 from . import long_head
 from ..controls import attention_picker, layer_head_picker, weigh, weighting_picker

@@ -26,7 +26,7 @@ from ...figures.image import (
     scale_for,
     word_attention_figure,
 )
-from ...images import MAX_BYTES, fit, load_image, read_image
+from ...inputs.images import MAX_BYTES, fit, load_image, read_image
 from ...result import AttentionResult
 from ...trained.scenes import BACKGROUND, generate
 from .. import cache, plain

@@ -10,7 +10,7 @@ import streamlit as st
 
 from ...figures.heatmap import attention_heatmap
 from ...figures.inside import matrix_heatmap, saturation_figure
-from ...inside import InsideHead
+from ...backends.inside import InsideHead
 from ...names import ENCODER_SELF
 from ...result import AttentionResult
 from .. import cache

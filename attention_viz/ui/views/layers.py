@@ -11,7 +11,7 @@ from ...errors import ServerBusy
 from ...figures.heatmap import attention_heatmap
 from ...names import CROSS, Group
 from ...result import AttentionResult
-from ...selection import default_token, group_tokens
+from ...analysis.selection import default_token, group_tokens
 from .. import cache, plain
 from ..controls import attention_picker, token_picker, weigh, weighting_picker
 from ..plain import literal

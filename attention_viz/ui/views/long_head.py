@@ -12,7 +12,7 @@ import streamlit as st
 from ...analysis.blockwise import POOLINGS, Overview
 from ...analysis.long_input import COLOURS, LOG_FLOOR, TILES, LongInput, clamp_region, long_heatmap
 from ...result import AttentionResult
-from ...tokens import Tokens
+from ...inputs.tokens import Tokens
 from .. import cache
 from ..controls import layer_head_choice
 from ..heavy import heavy

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .analysis.ablation import (
+from ..analysis.ablation import (
     Ablation,
     Head,
     embedding_cosine,
@@ -28,10 +28,10 @@ from .analysis.ablation import (
     random_head_sets,
     token_movement,
 )
-from .analysis.focus import top_heads
-from .backends.base import Backend, Outputs
-from .names import ENCODER_SELF
-from .result import AttentionResult
+from ..analysis.focus import top_heads
+from .base import Backend, Outputs
+from ..names import ENCODER_SELF
+from ..result import AttentionResult
 
 
 def make_ablation(backend: Backend, heads: Sequence[Head], mode: str = "zero", probes: Sequence[str] | None = None) -> Ablation:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps, JpegImagePlugin, PngImagePlugin
 
-from .errors import ModelError
+from ..errors import ModelError
 from .text_file import read_user_file
 
 MAX_BYTES = 20_000_000

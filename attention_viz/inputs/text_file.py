@@ -11,7 +11,7 @@ import codecs
 import stat
 from pathlib import Path
 
-from .errors import ModelError
+from ..errors import ModelError
 
 MAX_FILE_BYTES = 500_000  # ~100k words of English: past what any model here reads (32k tokens)
 # byte-order mark → (encoding, its name for people). UTF-32 LE's mark begins with UTF-16 LE's: tried first.

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .analysis import drop_special, head_max, head_mean, head_stats
-from .analysis.cross_stats import cross_head_stats
-from .names import CROSS, DECODER_SELF, ENCODER_SELF, Group
-from .result import AttentionResult
-from .tokens import Tokens, group_words
+from . import drop_special, head_max, head_mean, head_stats
+from .cross_stats import cross_head_stats
+from ..names import CROSS, DECODER_SELF, ENCODER_SELF, Group
+from ..result import AttentionResult
+from ..inputs.tokens import Tokens, group_words
 
 GROUP_NAMES = {
     ENCODER_SELF: "encoder self-attention",
