@@ -28,8 +28,8 @@ from .figures.focus import focus_heatmap, highlighted_text
 from .figures.grid import heads_grid
 from .figures.heatmap import attention_heatmap
 from .figures.offline import figures_html, heads_html
-from .names import CROSS, DECODER_SELF, ENCODER_SELF, Group
-from .result import AttentionResult
+from .core.names import CROSS, DECODER_SELF, ENCODER_SELF, Group
+from .core.result import AttentionResult
 from .analysis.selection import GROUP_NAMES, REDUCTIONS, Choice, displayed, group_tokens, reduce_heads
 
 __all__ = ["VIEWS", "Shown", "export", "patch", "run", "show"]
@@ -61,7 +61,7 @@ def run(
     ``mixing``: context-mixing maps to add per layer, ``("value_zeroing", "alti")`` or either (Mohebbi et
     al. 2023; Ferrando et al. 2022): ``result.array(("encoder", "self_attn"), layer, "alti")`` → ``[query, key]``.
 
-    Returns an :class:`~attention_viz.result.AttentionResult`: ``result.tokens.labels``,
+    Returns an :class:`~attention_viz.core.result.AttentionResult`: ``result.tokens.labels``,
     ``result.pattern(("encoder", "self_attn"), layer)`` → ``[heads, query, key]``,
     ``result.stack()`` → ``[layers, heads, query, key]``, ``result.save_npz(path)``.
     Raises :class:`~attention_viz.errors.ModelError` with a one-line reason for an unknown model or

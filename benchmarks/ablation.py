@@ -18,7 +18,7 @@ import torch
 from attention_viz.analysis.ablation import Ablation, parse_heads
 from attention_viz.backends.registry import load_backend
 from attention_viz.backends.head_effects import make_ablation
-from attention_viz.names import ENCODER_SELF
+from attention_viz.core.names import ENCODER_SELF
 
 from .texts import text_of_tokens
 from .timing import in_passes, median, ratio

@@ -26,9 +26,9 @@ import torch
 from attention_viz.runtime import memory
 from attention_viz.backends.registry import MODELS
 from attention_viz.backends.scratch import ScratchEncoderBackend
-from attention_viz.hooks import capture
-from attention_viz.names import ENCODER_SELF
-from attention_viz.result import AttentionResult
+from attention_viz.core.hooks import capture
+from attention_viz.core.names import ENCODER_SELF
+from attention_viz.core.result import AttentionResult
 
 from .texts import text_of_tokens
 from .timing import in_passes, kept_pass, median, ratio

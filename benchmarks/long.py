@@ -75,8 +75,8 @@ def measure(tokens: int, window: int | None = None) -> dict:
     import torch
 
     from attention_viz.analysis.blockwise import overview, pattern_block, pooled_region, quantize
-    from attention_viz.longcontext import queries_and_keys
-    from attention_viz.model import Transformer, TransformerConfig
+    from attention_viz.core.longcontext import queries_and_keys
+    from attention_viz.core.model import Transformer, TransformerConfig
 
     torch.manual_seed(0)
     config = TransformerConfig(

@@ -35,8 +35,8 @@ from attention_viz.analysis.rollout import rollout
 from attention_viz.analysis.value_norms import value_norm_arrays
 from attention_viz.backends.mixing import context_mixing, mixing_arrays
 from attention_viz.backends.registry import load_backend
-from attention_viz.hooks import intervene
-from attention_viz.names import ENCODER_SELF, hook_name, layer_hook_name
+from attention_viz.core.hooks import intervene
+from attention_viz.core.names import ENCODER_SELF, hook_name, layer_hook_name
 
 from .texts import text_of_tokens
 from .timing import in_passes, median

@@ -22,7 +22,7 @@ from attention_viz.backends.base import Backend
 from attention_viz.figures.grid import heads_grid
 from attention_viz.figures.heatmap import attention_heatmap
 from attention_viz.figures.level_canvas import level_canvas_payload, read_payload
-from attention_viz.result import AttentionResult
+from attention_viz.core.result import AttentionResult
 from attention_viz.analysis.selection import LOG_FLOOR, Choice, displayed, group_tokens
 from attention_viz.ui.level_canvas import CSS, SCRIPT
 

@@ -24,7 +24,7 @@ import torch  # noqa: E402
 from attention_viz.analysis.patching import PRESETS, SITES  # noqa: E402
 from attention_viz.backends.patching import Experiment, patch, replacement  # noqa: E402
 from attention_viz.backends.registry import load_backend  # noqa: E402
-from attention_viz.hooks import run_with_hooks  # noqa: E402
+from attention_viz.core.hooks import run_with_hooks  # noqa: E402
 
 from .timing import in_passes, median  # noqa: E402
 

@@ -20,9 +20,9 @@ from attention_viz.backends.ours import removals
 from attention_viz.backends.registry import load_backend
 from attention_viz.errors import ModelError
 from attention_viz.backends.head_effects import compare, coreference_study, make_ablation
-from attention_viz.hooks import HeadRemoval, ablate, capture
-from attention_viz.model import Transformer, TransformerConfig
-from attention_viz.names import CROSS, DECODER_SELF, ENCODER_SELF, hook_name
+from attention_viz.core.hooks import HeadRemoval, ablate, capture
+from attention_viz.core.model import Transformer, TransformerConfig
+from attention_viz.core.names import CROSS, DECODER_SELF, ENCODER_SELF, hook_name
 
 TEXT = "The animal didn't cross the street because it was too tired."
 

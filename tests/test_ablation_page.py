@@ -16,7 +16,7 @@ from attention_viz.analysis.ablation_view import (chosen_heads, following_labels
                                                    shipped_importance, toggled)
 from attention_viz.backends.scratch import ScratchEncoderBackend
 from attention_viz.figures.ablation import log_prob_bars, movement_bars, pattern_pair, study_bars
-from attention_viz.names import CROSS, DECODER_SELF, ENCODER_SELF
+from attention_viz.core.names import CROSS, DECODER_SELF, ENCODER_SELF
 from attention_viz.trained import induction
 from attention_viz.ui import cache
 

@@ -13,7 +13,7 @@ from attention_viz.runtime.access import MODEL_ROOTS_ENV, beyond_loopback, hf_so
 from attention_viz.backends import hf, registry
 from attention_viz.errors import ModelError
 from attention_viz.runtime.model_cache import ModelCache
-from attention_viz.names import ENCODER_SELF
+from attention_viz.core.names import ENCODER_SELF
 from attention_viz.ui import cache
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,8 +18,8 @@ from attention_viz.api import VIEWS, Shown
 from attention_viz.cli import main as cli_main
 from attention_viz.errors import ModelError
 from attention_viz.figures.offline import dequantize, heads_payload
-from attention_viz.names import CROSS, DECODER_SELF, ENCODER_SELF
-from attention_viz.result import AttentionResult
+from attention_viz.core.names import CROSS, DECODER_SELF, ENCODER_SELF
+from attention_viz.core.result import AttentionResult
 
 ROOT = Path(__file__).resolve().parents[1]
 TIRED = "The animal didn't cross the street because it was too tired."
@@ -52,7 +52,7 @@ def test_importing_the_package_loads_neither_torch_nor_the_api():
 
 def test_show_and_export_work_on_a_saved_result_without_torch(tired, tmp_path):
     tired.save_npz(tmp_path / "r.npz")
-    code = ("import sys, attention_viz as av; from attention_viz.result import AttentionResult; "
+    code = ("import sys, attention_viz as av; from attention_viz.core.result import AttentionResult; "
             f"r = AttentionResult.load_npz({str(tmp_path / 'r.npz')!r}); "
             "[av.show(r, v) for v in ('head', 'grid', 'focus', 'layers', 'rollout', 'compare')]; "
             f"av.export(r, {str(tmp_path / 'h.html')!r}); assert 'torch' not in sys.modules; print('ok')")

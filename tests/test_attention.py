@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention_viz.attention import (
+from attention_viz.core.attention import (
     additive_attention,
     additive_scores,
     causal_mask,

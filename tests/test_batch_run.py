@@ -12,7 +12,7 @@ import attention_viz as av
 from attention_viz.backends.batched import batches_in_one_forward
 from attention_viz.backends.registry import load_backend
 from attention_viz.errors import ModelError
-from attention_viz.hooks import KINDS
+from attention_viz.core.hooks import KINDS
 from test_patching import save_llama
 
 TEXTS = {

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from attention_viz.analysis.blockwise import normalizers, overview, pattern_block, pooled_region, quantize, tile_size
-from attention_viz.hooks import capture
-from attention_viz.longcontext import queries_and_keys
-from attention_viz.model import Transformer, TransformerConfig
+from attention_viz.core.hooks import capture
+from attention_viz.core.longcontext import queries_and_keys
+from attention_viz.core.model import Transformer, TransformerConfig
 
 
 def full_pattern(q: np.ndarray, k: np.ndarray, causal: bool) -> np.ndarray:

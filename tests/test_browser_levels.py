@@ -12,7 +12,7 @@ import pytest
 from attention_viz.analysis.head_levels import captured_heatmap
 from attention_viz.backends.registry import load_backend
 from attention_viz.figures.axes import shorten, ticked
-from attention_viz.names import ENCODER_SELF
+from attention_viz.core.names import ENCODER_SELF
 from benchmarks.texts import text_of_tokens
 from browser import open_view, settled, wait_for_link
 

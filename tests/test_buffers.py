@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from attention_viz.runtime import memory as buffers
-from attention_viz.hooks import capture
-from attention_viz.model import Transformer, TransformerConfig
-from attention_viz.result import AttentionResult
+from attention_viz.core.hooks import capture
+from attention_viz.core.model import Transformer, TransformerConfig
+from attention_viz.core.result import AttentionResult
 from attention_viz.inputs.tokens import Tokens
 
 SHAPE = (2, 512, 512)  # 2 MB of float32: above buffers.MIN_BYTES

@@ -14,10 +14,10 @@ from safetensors.torch import load_file
 
 from attention_viz.backends.captioner import CaptionerBackend
 from attention_viz.backends.registry import MODELS
-from attention_viz.caption import CaptionResult
+from attention_viz.core.caption_result import CaptionResult
 from attention_viz.errors import ModelError
 from attention_viz.figures.image import DIM, caption_strip_figure, overlay, upsample, word_attention_figure
-from attention_viz.names import CROSS, hook_name
+from attention_viz.core.names import CROSS, hook_name
 from attention_viz.trained import caption_checkpoint, scenes
 from attention_viz.trained.captioner import CaptionerConfig, ShowAttendTell, doubly_stochastic_penalty
 from attention_viz.trained.evaluate_captioner import evaluate

@@ -13,8 +13,8 @@ import pytest
 
 from attention_viz.analysis.detector import SCORES
 from attention_viz.cli import main
-from attention_viz.names import CROSS, ENCODER_SELF, hook_name
-from attention_viz.result import AttentionResult
+from attention_viz.core.names import CROSS, ENCODER_SELF, hook_name
+from attention_viz.core.result import AttentionResult
 
 ROOT = Path(__file__).resolve().parents[1]
 SENTENCE = "The animal didn't cross the street because it was too tired."

@@ -16,9 +16,9 @@ from attention_viz.analysis.alti import rollout_maps
 from attention_viz.backends.mixing import context_mixing, mixing_arrays
 from attention_viz.cli import main
 from attention_viz.errors import ModelError
-from attention_viz.hooks import capture, intervene
-from attention_viz.model import Transformer, TransformerConfig
-from attention_viz.names import DECODER_SELF, ENCODER_SELF, hook_name, layer_hook_name
+from attention_viz.core.hooks import capture, intervene
+from attention_viz.core.model import Transformer, TransformerConfig
+from attention_viz.core.names import DECODER_SELF, ENCODER_SELF, hook_name, layer_hook_name
 from attention_viz.weights.bert import build_bert
 
 transformers = pytest.importorskip("transformers")
@@ -348,7 +348,7 @@ def test_the_views_draw_alti_and_value_zeroing_layer_by_layer():
 
 def test_the_views_stop_value_zeroing_past_their_token_limit():
     from attention_viz.analysis.weighting import ZEROING_TOKENS, mixing_or_reason, weighted
-    from attention_viz.result import AttentionResult
+    from attention_viz.core.result import AttentionResult
     from attention_viz.inputs.tokens import from_words
 
     words = ["w"] * (ZEROING_TOKENS + 1)

@@ -15,7 +15,7 @@ from attention_viz.analysis.detector import (
 )
 from attention_viz.analysis.probes import english_probes, repeated_sequence, sequence_probes
 from attention_viz.backends.registry import load_backend
-from attention_viz.names import CROSS, ENCODER_SELF
+from attention_viz.core.names import CROSS, ENCODER_SELF
 
 
 def one_hot_rows(targets: list[int], n: int) -> np.ndarray:

@@ -21,7 +21,7 @@ from attention_viz.analysis.detector_view import (
 )
 from attention_viz.backends.induction import InductionBackend
 from attention_viz.figures.detector import pairs_figure, score_heatmap
-from attention_viz.names import DECODER_SELF
+from attention_viz.core.names import DECODER_SELF
 from attention_viz.ui import cache
 
 REPEATED = "a q 7 m z 3 k b a q 7 m z 3 k b"

@@ -19,7 +19,7 @@ from apphelpers import APP, TIMEOUT, charts, switch_view
 from test_hf_backend import save_bert, save_gpt2, save_t5
 
 from attention_viz.analysis.weighting import WEIGHTINGS
-from attention_viz.names import GROUPS
+from attention_viz.core.names import GROUPS
 from attention_viz.ui.views.compare import MODES
 
 VIEWS = [

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from attention_viz.attention import scaled_dot_product_attention
+from attention_viz.core.attention import scaled_dot_product_attention
 from attention_viz.figures import basics, inside, positional
-from attention_viz.positional import (
+from attention_viz.core.positional import (
     binary_positions,
     integer_positions,
     normalized_positions,

@@ -8,8 +8,8 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model
 
 from attention_viz.errors import ModelError
-from attention_viz.hooks import capture
-from attention_viz.model import Transformer
+from attention_viz.core.hooks import capture
+from attention_viz.core.model import Transformer
 from attention_viz.weights.gpt2 import gpt2_config, load_gpt2, load_gpt2_state
 from attention_viz.weights.safetensors_io import read_config, read_safetensors
 

@@ -10,8 +10,8 @@ import pytest
 from attention_viz.analysis.head_levels import LEVELS_ABOVE, captured_heatmap, needs_levels
 from attention_viz.backends.registry import load_backend
 from attention_viz.figures.long_heatmap import long_heatmap_figure
-from attention_viz.names import ENCODER_SELF
-from attention_viz.result import AttentionResult
+from attention_viz.core.names import ENCODER_SELF
+from attention_viz.core.result import AttentionResult
 from attention_viz.analysis.selection import Choice, displayed
 from attention_viz.ui.level_canvas import zoom_to
 from attention_viz.ui.views.head import WINDOW

@@ -48,8 +48,8 @@ from attention_viz.errors import ModelError
 from attention_viz.backends.head_effects import compare
 from attention_viz.analysis.ablation import Ablation
 from attention_viz.runtime.model_cache import ModelCache
-from attention_viz.names import DECODER_SELF, ENCODER_SELF
-from attention_viz.result import AttentionResult
+from attention_viz.core.names import DECODER_SELF, ENCODER_SELF
+from attention_viz.core.result import AttentionResult
 
 ROOT = Path(__file__).resolve().parents[1]
 SENTENCE = "the cat sat on the mat"

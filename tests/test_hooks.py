@@ -5,8 +5,8 @@ import threading
 import pytest
 import torch
 
-from attention_viz.hooks import HookPoint, capture, capture_active
-from attention_viz.model import Transformer, TransformerConfig
+from attention_viz.core.hooks import HookPoint, capture, capture_active
+from attention_viz.core.model import Transformer, TransformerConfig
 
 CONFIG = TransformerConfig(shape="encoder-decoder", vocab_size=40, d_model=16, h=2, d_ff=32, N=2, dropout=0.0)
 

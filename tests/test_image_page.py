@@ -72,7 +72,7 @@ def _wrong_caption_page() -> None:
     """The page's caption block for scene 7 given a caption with one wrong word and one object missing."""
     import numpy as np
 
-    from attention_viz.caption import CaptionResult
+    from attention_viz.core.caption_result import CaptionResult
     from attention_viz.trained.scenes import generate
     from attention_viz.ui.views import image
 
@@ -110,7 +110,7 @@ def test_an_upload_is_said_to_be_outside_what_the_model_learned():
 def test_the_pure_parts_load_without_torch():
     """The figures, the caption result, image input and the scenes load without torch; the page
     itself never imports it (it reaches the model only through the cached backend)."""
-    code = ("import sys; import attention_viz.figures.image, attention_viz.caption, attention_viz.inputs.images, "
+    code = ("import sys; import attention_viz.figures.image, attention_viz.core.caption_result, attention_viz.inputs.images, "
             "attention_viz.trained.scenes, attention_viz.analysis.localization; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -14,7 +14,7 @@ from test_ours_decoder import save as save_decoder
 from attention_viz.analysis.ablation import Ablation
 from attention_viz.backends.registry import MODELS, load_backend
 from attention_viz.cli import main
-from attention_viz.result import AttentionResult
+from attention_viz.core.result import AttentionResult
 from attention_viz.ui.inputs import IMPLEMENTATIONS
 
 TEXTS = {  # something each shipped model reads

@@ -13,8 +13,8 @@ from attention_viz.analysis.detector import detect, top
 from attention_viz.backends.registry import load_backend
 from attention_viz.errors import ModelError
 from attention_viz.backends.head_effects import compare
-from attention_viz.model import Transformer, TransformerConfig
-from attention_viz.names import DECODER_SELF
+from attention_viz.core.model import Transformer, TransformerConfig
+from attention_viz.core.names import DECODER_SELF
 from attention_viz.trained import induction
 
 

@@ -6,7 +6,7 @@ import torch
 
 from attention_viz.backends.registry import load_backend
 from attention_viz.figures.inside import row_entropy, row_max
-from attention_viz.hooks import capture
+from attention_viz.core.hooks import capture
 from attention_viz.backends.inside import inside_head, layer_input
 
 TEXT = "The animal didn't cross the street because it was too tired."

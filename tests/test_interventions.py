@@ -6,10 +6,10 @@ import threading
 import pytest
 import torch
 
-from attention_viz.attention import repeat_kv
-from attention_viz.hooks import HeadRemoval, ablate, capture, capture_active, interventions_active, intervene, run_with_hooks
-from attention_viz.model import Transformer, TransformerConfig
-from attention_viz.names import DECODER_SELF, ENCODER_SELF, hook_name, layer_hook_name
+from attention_viz.core.attention import repeat_kv
+from attention_viz.core.hooks import HeadRemoval, ablate, capture, capture_active, interventions_active, intervene, run_with_hooks
+from attention_viz.core.model import Transformer, TransformerConfig
+from attention_viz.core.names import DECODER_SELF, ENCODER_SELF, hook_name, layer_hook_name
 
 
 def build(shape: str, **extra) -> Transformer:

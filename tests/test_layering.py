@@ -100,9 +100,9 @@ def modules(folder: Path) -> list[str]:
 TORCH_FREE = [
     *modules(PACKAGE / "figures"),
     *modules(PACKAGE / "analysis"),
-    "attention_viz.result",
+    "attention_viz.core.result",
     "attention_viz.analysis.selection",
-    "attention_viz.names",
+    "attention_viz.core.names",
     "attention_viz.errors",
     "attention_viz.backends.registry",  # model names and availability answer without loading a model
     "attention_viz.backends.hub",  # an uncached hub id is refused before torch loads
@@ -224,4 +224,4 @@ def test_the_hook_name_check_sees_what_it_must():
 def test_the_checks_see_imports():
     # The AST reading itself: a relative import in a ui module resolves to the absolute name.
     names = imported_modules(PACKAGE / "backends" / "scratch.py")
-    assert "torch" in names and "attention_viz.hooks.capture" in names
+    assert "torch" in names and "attention_viz.core.hooks.capture" in names

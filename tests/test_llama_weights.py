@@ -22,7 +22,7 @@ from transformers import (
 )
 
 from attention_viz.errors import ModelError
-from attention_viz.hooks import capture
+from attention_viz.core.hooks import capture
 from attention_viz.weights.llama import llama_config, load_llama
 from attention_viz.weights.neox import load_neox, neox_config
 from attention_viz.weights.safetensors_io import read_config

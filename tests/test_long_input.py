@@ -17,10 +17,10 @@ from test_ours_decoder import WORDS, save
 from attention_viz.analysis.long_input import LOG_FLOOR, LongInput, clamp_region, long_heatmap, thumbnails
 from attention_viz.backends.registry import load_backend
 from attention_viz.figures.grid import THUMB, tile
-from attention_viz.hooks import capture
-from attention_viz.longcontext import queries_and_keys
-from attention_viz.model import Transformer, TransformerConfig
-from attention_viz.names import DECODER_SELF
+from attention_viz.core.hooks import capture
+from attention_viz.core.longcontext import queries_and_keys
+from attention_viz.core.model import Transformer, TransformerConfig
+from attention_viz.core.names import DECODER_SELF
 from attention_viz.inputs.tokens import Tokens
 
 LENGTH = 3000  # words; the tiny checkpoint reads 4096 positions, the app captures 1024

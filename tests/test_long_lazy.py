@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from attention_viz import longcontext
-from attention_viz.hooks import capture
-from attention_viz.model import Transformer, TransformerConfig
+from attention_viz.core import longcontext
+from attention_viz.core.hooks import capture
+from attention_viz.core.model import Transformer, TransformerConfig
 
 LENGTH = 1500  # three of the kernel's 512-query blocks of a windowed layer
 
@@ -138,7 +138,7 @@ def test_rotary_angles_are_made_once_per_length_with_the_same_bits(monkeypatch):
     """Every layer of a long input, and the next input of the same length, rotate with the cos/sin
     the first layer made (32k positions: 7-15 ms a call); the same bits as making them per call; a
     forward with gradients after inference-mode ones at the same length still runs backward."""
-    from attention_viz import positional
+    from attention_viz.core import positional
 
     lengths, angles = [], positional.rotary_angles
     monkeypatch.setattr(positional, "rotary_angles", lambda positions, *a, **k: lengths.append(len(positions)) or

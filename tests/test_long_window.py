@@ -17,14 +17,14 @@ from single_view import problems
 from test_long_input import LENGTH, long_text
 from test_ours_decoder import save
 
-from attention_viz import longcontext
+from attention_viz.core import longcontext
 from attention_viz.analysis import blockwise
 from attention_viz.analysis.blockwise import normalizers, overview, pattern_block, pooled_region
 from attention_viz.analysis.long_input import LongInput, long_heatmap
 from attention_viz.backends.registry import load_backend
-from attention_viz.hooks import capture
-from attention_viz.model import Transformer, TransformerConfig
-from attention_viz.names import DECODER_SELF
+from attention_viz.core.hooks import capture
+from attention_viz.core.model import Transformer, TransformerConfig
+from attention_viz.core.names import DECODER_SELF
 from attention_viz.inputs.tokens import Tokens
 
 WINDOW = 64

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from attention_viz.backends.padding import padded_batch
-from attention_viz.model import Transformer, TransformerConfig
+from attention_viz.core.model import Transformer, TransformerConfig
 
 
 def test_padded_batch_masks_padding_and_matches_single_runs():

@@ -5,8 +5,8 @@ import pytest
 import torch
 from torch import nn
 
-from attention_viz.hooks import capture, name_hook_points
-from attention_viz.model import MultiHeadAttention, Transformer, TransformerConfig
+from attention_viz.core.hooks import capture, name_hook_points
+from attention_viz.core.model import MultiHeadAttention, Transformer, TransformerConfig
 
 SMALL = dict(vocab_size=50, d_model=32, h=4, d_ff=64, N=2, max_len=64, dropout=0.0)
 

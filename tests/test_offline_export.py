@@ -16,8 +16,8 @@ import torch
 
 import attention_viz as av
 from attention_viz.figures.offline import dequantize, heads_payload, quantize, script_json
-from attention_viz.names import CROSS, DECODER_SELF, ENCODER_SELF
-from attention_viz.result import AttentionResult
+from attention_viz.core.names import CROSS, DECODER_SELF, ENCODER_SELF
+from attention_viz.core.result import AttentionResult
 
 HOSTILE = "<script>alert(1)</script> <img src=x onerror=alert(2)> The animal was tired because it slept."
 HOSTILE_LABEL = "</script><img src=x onerror=alert(3)>"

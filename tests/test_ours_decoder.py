@@ -35,7 +35,7 @@ from attention_viz.backends.hf import HFBackend
 from attention_viz.backends.ours_decoder import OursDecoderBackend, open_in_ours
 from attention_viz.backends.registry import load_backend
 from attention_viz.errors import ModelError
-from attention_viz.hooks import KINDS
+from attention_viz.core.hooks import KINDS
 
 WORDS = "the cat sat on mat a dog ran to park and it was tired because".split()
 TEXT = "the cat sat on the mat because it was tired and the dog ran to the park"

@@ -9,8 +9,8 @@ from attention_viz.analysis.composition import across_layers, flow_for
 from attention_viz.analysis.coreference import coreference
 from attention_viz.analysis.cross_stats import cross_head_stats
 from attention_viz.analysis.positions import same_token_rows
-from attention_viz.names import CROSS, DECODER_SELF, hook_name
-from attention_viz.result import AttentionResult
+from attention_viz.core.names import CROSS, DECODER_SELF, hook_name
+from attention_viz.core.result import AttentionResult
 from attention_viz.inputs.tokens import from_words
 
 rng = np.random.default_rng(0)

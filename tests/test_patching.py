@@ -22,7 +22,7 @@ from attention_viz.backends.patching import Experiment, patch, run_from
 from attention_viz.backends.registry import load_backend
 from attention_viz.errors import ModelError
 from test_hf_backend import save_bert, save_gpt2
-from attention_viz.hooks import capture
+from attention_viz.core.hooks import capture
 from test_ours_decoder import save, save_tokenizer
 
 # (clean, corrupt, answer, wrong) each tokenizer reads as single tokens of its vocabulary

@@ -15,12 +15,12 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from attention_viz.attention import scaled_dot_product_attention
+from attention_viz.core.attention import scaled_dot_product_attention
 from attention_viz.backends.registry import load_backend
 from attention_viz.backends.scratch import ScratchEncoderBackend
 from attention_viz.figures.axes import MAX_TICKS
-from attention_viz.hooks import capture
-from attention_viz.model import Transformer, TransformerConfig
+from attention_viz.core.hooks import capture
+from attention_viz.core.model import Transformer, TransformerConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the benchmark's texts of an exact token count, from any working directory

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from attention_viz.positional import (
+from attention_viz.core.positional import (
     binary_positions,
     integer_positions,
     normalized_positions,

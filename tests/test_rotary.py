@@ -10,16 +10,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention_viz.attention import (
+from attention_viz.core.attention import (
     causal_mask,
     kv_groups,
     repeat_kv,
     scaled_dot_product_attention,
     sliding_window_mask,
 )
-from attention_viz.hooks import capture
-from attention_viz.model import Transformer, TransformerConfig
-from attention_viz.positional import (
+from attention_viz.core.hooks import capture
+from attention_viz.core.model import Transformer, TransformerConfig
+from attention_viz.core.positional import (
     RotaryEmbedding,
     added_position_scores,
     apply_rotary,

@@ -14,7 +14,7 @@ from attention_viz.figures.rotary import (
     relative_spread,
     spread_figure,
 )
-from attention_viz.positional import (
+from attention_viz.core.positional import (
     added_position_scores,
     rotary_decay,
     rotary_pair_points,

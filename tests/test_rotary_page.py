@@ -8,7 +8,7 @@ import pytest
 
 from single_view import array, figures, link, open_view, problems
 
-from attention_viz.position_codes import decay_curves, query_key
+from attention_viz.core.position_codes import decay_curves, query_key
 
 ROTARY_TITLES = (
     "rotary: each pair of dimensions turns by m·θᵢ at position m",

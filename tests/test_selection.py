@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from attention_viz.result import AttentionResult
+from attention_viz.core.result import AttentionResult
 from attention_viz.analysis.selection import Choice, displayed, group_tokens
 from attention_viz.inputs.tokens import from_words
 

@@ -16,7 +16,7 @@ from attention_viz.backends.registry import MODELS, availability, load_backend
 from attention_viz.trained import checkpoint, report
 from attention_viz.trained.decoding import greedy, translate
 from attention_viz.trained.evaluate import MODEL_NAMES, alignment_accuracy, exact_match, held_out_pairs
-from attention_viz.hooks import capture
+from attention_viz.core.hooks import capture
 
 SAMPLE = 300  # held-out test pairs scored inside the tests (the model card uses all 2000)
 SENTENCE = "The european economic area was signed in august 1992 ."

@@ -7,9 +7,9 @@ import torch
 from attention_viz.analysis.value_norms import normalized_rows, transformed_norms, value_norm_arrays, value_norms
 from attention_viz.backends.ours import output_projection
 from attention_viz.backends.registry import load_backend
-from attention_viz.hooks import capture
-from attention_viz.model import Transformer, TransformerConfig
-from attention_viz.names import DECODER_SELF, ENCODER_SELF, hook_name
+from attention_viz.core.hooks import capture
+from attention_viz.core.model import Transformer, TransformerConfig
+from attention_viz.core.names import DECODER_SELF, ENCODER_SELF, hook_name
 
 
 def brute_force(x: torch.Tensor, attn, pattern: np.ndarray) -> np.ndarray:

@@ -19,7 +19,7 @@ from attention_viz.analysis.rollout import rollout
 from attention_viz.backends.registry import load_backend
 from attention_viz.errors import ModelError
 from attention_viz.figures.image import DIM, overlay, scale_for
-from attention_viz.names import ENCODER_SELF
+from attention_viz.core.names import ENCODER_SELF
 
 SIZE, PATCH, GRID = 32, 8, 4  # a 4×4 grid of 8-pixel patches
 MEAN, STD = [0.2, 0.4, 0.6], [0.3, 0.2, 0.25]  # unlike ViT's default 0.5: shows the processor is read

@@ -17,8 +17,8 @@ from attention_viz.analysis.rollout import rollout
 from attention_viz.analysis.value_norms import value_norm_arrays
 from attention_viz.analysis.weighting import Weighted, value_norms_or_reason, weighted
 from attention_viz.backends.registry import load_backend
-from attention_viz.names import CROSS, ENCODER_SELF, hook_name
-from attention_viz.result import AttentionResult
+from attention_viz.core.names import CROSS, ENCODER_SELF, hook_name
+from attention_viz.core.result import AttentionResult
 from attention_viz.analysis.selection import Choice, displayed, log_range, rescaled
 from attention_viz.inputs.tokens import Tokens
 

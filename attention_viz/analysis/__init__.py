@@ -1,7 +1,7 @@
 """What attention patterns say beyond one heatmap: pure numpy, no torch, no plotting. One file per
 analysis; the names most views use are re-exported here.
 
-Inputs are plain arrays as :class:`~attention_viz.result.AttentionResult` hands them out: one
+Inputs are plain arrays as :class:`~attention_viz.core.result.AttentionResult` hands them out: one
 layer's patterns ``[heads, query, key]`` or a stack ``[layers, heads, query, key]`` (float32; rows
 sum to 1, or are all 0 where a query had every key masked), plus token flags as plain sequences
 (``special[i]`` is True for [CLS], [SEP], <s> ...). Nothing here returns NaN: empty or all-zero

@@ -1,6 +1,6 @@
 """Head ablation, the plain-data side: which heads to remove (and with what), and how far the
 model's output moved when they were gone. The removal itself happens inside the forward
-(:func:`attention_viz.hooks.ablate`); this module never touches torch.
+(:func:`attention_viz.core.hooks.ablate`); this module never touches torch.
 
 A large attention weight is no proof that a head matters ("attention is not explanation"):
 removing the head and measuring the output is. Zero ablation replaces the head's context (its
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..names import CROSS, DECODER_SELF, ENCODER_SELF, GROUPS, Group, hook_name, parse_hook_name
-from ..result import AttentionResult
+from ..core.names import CROSS, DECODER_SELF, ENCODER_SELF, GROUPS, Group, hook_name, parse_hook_name
+from ..core.result import AttentionResult
 
 MODES = ("zero", "mean")
 Head = tuple[Group, int, int]  # (attention, layer, head), 0-indexed

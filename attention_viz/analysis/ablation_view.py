@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..names import Group
-from ..result import AttentionResult
+from ..core.names import Group
+from ..core.result import AttentionResult
 from .ablation import ATTENTIONS, Head, parse_heads
 
 # The trained models' folder; the importance tables sit beside the models they measure.

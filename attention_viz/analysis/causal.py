@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..names import CROSS, DECODER_SELF
-from ..result import AttentionResult
+from ..core.names import CROSS, DECODER_SELF
+from ..core.result import AttentionResult
 
 
 def causal_mask(n: int) -> np.ndarray:

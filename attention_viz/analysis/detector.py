@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..names import Group
-from ..result import AttentionResult
+from ..core.names import Group
+from ..core.result import AttentionResult
 from .checks import as_stack
 
 # (ids, special, causal) → (targets (T, T) bool, counted rows (T,) bool)

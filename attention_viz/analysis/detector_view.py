@@ -8,8 +8,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..names import CROSS, Group
-from ..result import AttentionResult
+from ..core.names import CROSS, Group
+from ..core.result import AttentionResult
 from .detector import MASKS, detect, offset_mask, pairs_mask
 
 NAMES = {

@@ -12,8 +12,8 @@ import numpy as np
 
 from . import drop_special, head_max, head_mean, head_stats
 from .cross_stats import cross_head_stats
-from ..names import CROSS, DECODER_SELF, ENCODER_SELF, Group
-from ..result import AttentionResult
+from ..core.names import CROSS, DECODER_SELF, ENCODER_SELF, Group
+from ..core.result import AttentionResult
 from ..inputs.tokens import Tokens, group_words
 
 GROUP_NAMES = {

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..names import Group, hook_name
-from ..result import AttentionResult
+from ..core.names import Group, hook_name
+from ..core.result import AttentionResult
 from .checks import normalize_rows
 
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ModelError
-from ..names import Group, parse_hook_name
-from ..result import AttentionResult
+from ..core.names import Group, parse_hook_name
+from ..core.result import AttentionResult
 from .alti import rollout_maps
 from .checks import normalize_rows
 from .composition import across_layers

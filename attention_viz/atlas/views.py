@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..result import AttentionResult
+from ..core.result import AttentionResult
 from .neighbors import Neighbors
 from .stats import sentence_stats, token_kinds
 from .store import Atlas

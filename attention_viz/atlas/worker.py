@@ -17,7 +17,7 @@ import pyarrow as pa
 import numpy as np
 
 from ..errors import ModelError
-from ..names import DECODER_SELF, ENCODER_SELF
+from ..core.names import DECODER_SELF, ENCODER_SELF
 from .stats import STATS, js_divergences, relation_predictions, sentence_stats, token_kinds, upper
 
 def shard_schema(layers: int, heads: int, kv_heads: int, d_k: int, d_model: int) -> pa.Schema:

@@ -15,9 +15,9 @@ from ..analysis.ablation import Ablation
 from ..analysis.long_input import LongInput
 from ..analysis.probes import english_probes
 from ..errors import ModelError
-from ..model import Shape
-from ..names import Group
-from ..result import AttentionResult
+from ..core.model import Shape
+from ..core.names import Group
+from ..core.result import AttentionResult
 from ..inputs.tokens import Tokens
 
 if TYPE_CHECKING:  # both need torch; a backend that has neither capability never imports them

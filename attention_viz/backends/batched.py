@@ -1,7 +1,7 @@
 """Several texts through our Transformer in one forward: right-padded to the longest, the padding
 masked as keys (and, in a decoder, past every real query by the causal mask), each text's arrays
 then cut back to its own tokens. What ``av.run(model, [text, ...])`` returns: one
-:class:`~attention_viz.result.AttentionResult` per text, equal to running it alone.
+:class:`~attention_viz.core.result.AttentionResult` per text, equal to running it alone.
 
 Models whose forward is not one Transformer call of ours (the translation models, which decode
 step by step; anything running in ``transformers``) run the texts one after another.
@@ -14,9 +14,9 @@ from collections.abc import Collection, Sequence
 import torch
 
 from ..errors import ModelError
-from ..hooks import capture
-from ..names import parse_hook_name, parse_layer_hook_name
-from ..result import AttentionResult
+from ..core.hooks import capture
+from ..core.names import parse_hook_name, parse_layer_hook_name
+from ..core.result import AttentionResult
 from .base import Backend
 
 KEY_BY_KEY = ("scores", "pattern")  # (B, h, T, T): cut on both token axes; the others (B, ·, T, ·) on one

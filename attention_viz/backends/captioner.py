@@ -8,7 +8,7 @@ regions), so the encoder–decoder views work on it unchanged.
 
 ``run(text)`` reads ``text`` as the name of a generated scene (``scene 7`` or ``7``); images
 (uploads, files) go through :meth:`CaptionerBackend.run_image`, and :meth:`caption_scene` /
-:meth:`caption_image` give the per-word maps as a :class:`~attention_viz.caption.CaptionResult`.
+:meth:`caption_image` give the per-word maps as a :class:`~attention_viz.core.caption_result.CaptionResult`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..caption import Box, CaptionResult
+from ..core.caption_result import Box, CaptionResult
 from ..errors import ModelError
-from ..hooks import capture
-from ..result import AttentionResult
+from ..core.hooks import capture
+from ..core.result import AttentionResult
 from ..inputs.tokens import Tokens, from_words
 from ..trained import caption_checkpoint, scenes
 from ..trained.captioner import images_to_tensor

@@ -30,8 +30,8 @@ from ..analysis.ablation import (
 )
 from ..analysis.focus import top_heads
 from .base import Backend, Outputs
-from ..names import ENCODER_SELF
-from ..result import AttentionResult
+from ..core.names import ENCODER_SELF
+from ..core.result import AttentionResult
 
 
 def make_ablation(backend: Backend, heads: Sequence[Head], mode: str = "zero", probes: Sequence[str] | None = None) -> Ablation:

@@ -48,15 +48,15 @@ from transformers.models.auto.modeling_auto import (
     MODEL_FOR_MASKED_LM_MAPPING_NAMES,
 )
 
-from ..model import Shape
-from ..result import AttentionResult
+from ..core.model import Shape
+from ..core.result import AttentionResult
 from ..inputs.tokens import Tokens, from_encoding, tokenize
 from ..weights.matching import NAMED, mismatch
 from ..weights.safetensors_io import check_folder, read_config, safetensors_files
 from ..errors import ModelError
 from ..runtime.access import HUB_ID
 from ..runtime.settings import ALLOW_DOWNLOAD_ENV, downloads_allowed
-from ..names import CROSS, DECODER_SELF, ENCODER_SELF, Group, hook_name
+from ..core.names import CROSS, DECODER_SELF, ENCODER_SELF, Group, hook_name
 from .base import Backend, check_text, require_readable
 
 if TYPE_CHECKING:  # the class itself loads transformers' modelling code, which sets process environment

@@ -16,9 +16,9 @@ import torch
 from ..analysis.ablation import Ablation
 from ..analysis.probes import sequence_probes
 from ..errors import ModelError
-from ..hooks import KINDS, capture
-from ..names import Group
-from ..result import AttentionResult
+from ..core.hooks import KINDS, capture
+from ..core.names import Group
+from ..core.result import AttentionResult
 from ..inputs.tokens import Tokens, from_words
 from ..trained import checkpoint
 from ..trained.corpus import Vocab

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..attention import padding_mask
-from ..model import Transformer
+from ..core.attention import padding_mask
+from ..core.model import Transformer
 
 
 @dataclass(frozen=True)

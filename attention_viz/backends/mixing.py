@@ -28,12 +28,12 @@ from torch import nn
 from ..analysis.ablation import Ablation
 from ..analysis.alti import PostNorm, alti
 from ..analysis.value_zeroing import cosine_distances, value_zeroing_map
-from ..attention import sliding_window_mask
+from ..core.attention import sliding_window_mask
 from ..errors import ModelError
-from ..hooks import HeadRemoval, capture, intervene
-from ..model import DecoderLayer, EncoderLayer, Transformer, decoder_mask
-from ..names import DECODER_SELF, ENCODER_SELF, Group, hook_name, layer_hook_name
-from ..result import AttentionResult
+from ..core.hooks import HeadRemoval, capture, intervene
+from ..core.model import DecoderLayer, EncoderLayer, Transformer, decoder_mask
+from ..core.names import DECODER_SELF, ENCODER_SELF, Group, hook_name, layer_hook_name
+from ..core.result import AttentionResult
 from .base import Backend
 from .ours import ablation_context, output_projection, removals
 

@@ -1,6 +1,6 @@
 """What every backend running our own Transformer (model.py) shares: reading an attention's output
 projection, and turning a plain :class:`~attention_viz.analysis.ablation.Ablation` into the per-call
-head removal of :func:`attention_viz.hooks.ablate`."""
+head removal of :func:`attention_viz.core.hooks.ablate`."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import torch
 
 from ..analysis.ablation import Ablation, format_head
 from ..errors import ModelError
-from ..hooks import HeadRemoval, ablate
-from ..model import MultiHeadAttention, Transformer
-from ..names import Group
+from ..core.hooks import HeadRemoval, ablate
+from ..core.model import MultiHeadAttention, Transformer
+from ..core.names import Group
 
 
 def attention_module(model: Transformer, group: Group, layer: int) -> MultiHeadAttention | None:

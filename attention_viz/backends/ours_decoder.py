@@ -26,11 +26,11 @@ from tokenizers import Tokenizer
 from ..analysis.ablation import Ablation
 from ..analysis.long_input import LongInput
 from ..errors import ModelError
-from ..hooks import KINDS, capture
-from ..longcontext import queries_and_keys
-from ..model import Transformer, TransformerConfig
-from ..names import Group
-from ..result import AttentionResult
+from ..core.hooks import KINDS, capture
+from ..core.longcontext import queries_and_keys
+from ..core.model import Transformer, TransformerConfig
+from ..core.names import Group
+from ..core.result import AttentionResult
 from ..inputs.tokens import Tokens, load_tokenizer, tokenize
 from ..weights.gpt2 import build_gpt2, gpt2_config
 from ..weights.llama import build_llama, llama_config

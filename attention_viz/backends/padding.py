@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..hooks import capture
-from ..model import Transformer
-from ..names import ENCODER_SELF, hook_name
+from ..core.hooks import capture
+from ..core.model import Transformer
+from ..core.names import ENCODER_SELF, hook_name
 
 
 @dataclass(frozen=True)

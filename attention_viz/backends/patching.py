@@ -29,10 +29,10 @@ import torch
 
 from ..analysis.patching import Patching, check_restorable, check_site
 from ..errors import ModelError
-from ..hooks import capture, intervene
-from ..attention import sliding_window_mask
-from ..model import Transformer, decoder_mask
-from ..names import CROSS, DECODER_SELF, ENCODER_SELF, GROUPS, Group, hook_name, layer_hook_name, parse_layer_hook_name
+from ..core.hooks import capture, intervene
+from ..core.attention import sliding_window_mask
+from ..core.model import Transformer, decoder_mask
+from ..core.names import CROSS, DECODER_SELF, ENCODER_SELF, GROUPS, Group, hook_name, layer_hook_name, parse_layer_hook_name
 from ..inputs.tokens import Tokens
 from .base import Backend, check_text
 from .ours import attention_module

@@ -9,18 +9,18 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from ..hooks import KINDS, capture
+from ..core.hooks import KINDS, capture
 from .inside import InsideHead, inside_head
 from .padding import PaddedBatch, padded_batch
-from ..positional import LearnedEncoding
-from ..model import Transformer
-from ..result import AttentionResult
+from ..core.positional import LearnedEncoding
+from ..core.model import Transformer
+from ..core.result import AttentionResult
 from ..inputs.tokens import Tokens, load_tokenizer, tokenize
 from ..weights.bert import build_bert
 from ..weights.safetensors_io import read_config, read_safetensors
 from ..errors import ModelError
 from ..analysis.ablation import Ablation
-from ..names import Group
+from ..core.names import Group
 from .base import Backend, Outputs, check_text, require_readable
 from .ours import ablation_context, output_projection
 

@@ -33,13 +33,13 @@ import torch
 from ..trained import checkpoint
 from ..trained.decoding import greedy
 from ..trained.corpus import Vocab, generate
-from ..hooks import capture
+from ..core.hooks import capture
 from ..analysis.ablation import Ablation
 from ..analysis.probes import sequence_probes
-from ..names import Group
+from ..core.names import Group
 from .ours import ablation_context, output_projection
 from .padding import PaddedBatch, padded_batch
-from ..result import AttentionResult
+from ..core.result import AttentionResult
 from ..inputs.tokens import Tokens, from_words
 from ..errors import ModelError
 from .base import Backend, Outputs

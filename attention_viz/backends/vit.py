@@ -27,8 +27,8 @@ from safetensors import SafetensorError
 from ..analysis.patches import patch_labels
 from ..errors import ModelError
 from ..inputs.images import fit
-from ..names import ENCODER_SELF, hook_name
-from ..result import AttentionResult
+from ..core.names import ENCODER_SELF, hook_name
+from ..core.result import AttentionResult
 from ..inputs.tokens import Tokens
 from ..trained import scenes
 from ..weights.safetensors_io import read_config, safetensors_files

@@ -1,6 +1,6 @@
 """``python -m attention_viz caption (--scene SEED | --image FILE) --out result.npz``: caption an image
 with the trained Show, Attend and Tell model and save each word's attention map
-(format: :mod:`attention_viz.caption`)."""
+(format: :mod:`attention_viz.core.caption_result`)."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ from ..analysis.detector import MASKS, detect, offset_mask, to_json_ready, top
 from ..analysis.value_norms import value_norm_arrays
 from ..backends.registry import DEFAULT_MODEL, load_backend
 from ..errors import ModelError
-from ..names import CROSS, DECODER_SELF, ENCODER_SELF, Group, parse_hook_name
-from ..result import AttentionResult
+from ..core.names import CROSS, DECODER_SELF, ENCODER_SELF, Group, parse_hook_name
+from ..core.result import AttentionResult
 
 if TYPE_CHECKING:  # torch loads with the model, not with the argument parser
     from ..backends.base import Backend, Outputs

@@ -15,7 +15,7 @@ from ..errors import ModelError
 from ..atlas import cli as atlas_cli
 from ..backends.registry import DEFAULT_MODEL, MODELS, availability, load_backend
 from ..figures.views import VIEWS
-from ..names import KINDS
+from ..core.names import KINDS
 from ..inputs.text_file import read_text_path
 
 def _kinds(value: str) -> tuple[str, ...]:

@@ -35,8 +35,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from ..names import GROUPS, Group
-from ..result import AttentionResult
+from ..core.names import GROUPS, Group
+from ..core.result import AttentionResult
 from ..analysis.selection import GROUP_NAMES, group_tokens
 from .axes import shorten
 from .export import CONFIG

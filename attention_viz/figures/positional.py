@@ -2,7 +2,7 @@
 position similarity, the shift-as-rotation property, and the simpler alternatives each with the
 figure that makes its problem visible.
 
-Matrices come in as numpy ``(positions, d_model)`` (from :mod:`attention_viz.positional` or a
+Matrices come in as numpy ``(positions, d_model)`` (from :mod:`attention_viz.core.positional` or a
 model's learned table); the small numpy helpers here (neighbour distances, offset products,
 rotation angles) are what the figures plot, and what the tests check.
 """

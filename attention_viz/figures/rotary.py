@@ -2,7 +2,7 @@
 turning at their own speeds, q_m · k_n as a function of (m, n) beside additive codes, the spread
 along each diagonal that proves "depends on m − n only" numerically, and the long-range decay.
 
-Plain numpy in (from :mod:`attention_viz.positional`'s rotary functions), ``go.Figure`` out; no
+Plain numpy in (from :mod:`attention_viz.core.positional`'s rotary functions), ``go.Figure`` out; no
 torch here. The small numpy helpers are what the figures plot and what the tests check.
 """
 

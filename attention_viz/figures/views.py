@@ -7,7 +7,7 @@ from collections.abc import Callable
 import plotly.graph_objects as go
 
 from ..analysis import rollout
-from ..result import AttentionResult
+from ..core.result import AttentionResult
 from ..analysis.selection import Choice, Group, displayed
 from .grid import heads_grid
 from .heatmap import attention_heatmap

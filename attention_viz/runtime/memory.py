@@ -48,7 +48,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from ..attention import scratch_allocator
+from ..core.attention import scratch_allocator
 
 MIN_BYTES = 1 << 20  # smaller blocks come back from glibc's heap already mapped
 limit_bytes = 128 << 20  # free blocks kept at most; a 512-token minilm run uses 6 × 12 MB

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ..hooks import name_hook_points
+from ..core.hooks import name_hook_points
 from .rnn import AdditiveAttention
 
 

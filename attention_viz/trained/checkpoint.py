@@ -22,7 +22,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from ..model import TransformerConfig
+from ..core.model import TransformerConfig
 from .corpus import Vocab
 from .rnn import RNNConfig, RNNSeq2Seq
 from .shipped import MODELS_DIR

@@ -17,8 +17,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from ..hooks import capture
-from ..names import CROSS, parse_hook_name
+from ..core.hooks import capture
+from ..core.names import CROSS, parse_hook_name
 from .checkpoint import TrainedModel
 from .corpus import Vocab
 

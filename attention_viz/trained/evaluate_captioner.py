@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..analysis.localization import mass_in_box, uniform_share
-from ..hooks import capture
+from ..core.hooks import capture
 from . import caption_checkpoint, scenes
 from .captioner import ShowAttendTell, images_to_tensor
 from .checkpoint import MODELS_DIR

@@ -21,7 +21,7 @@ import torch
 
 from ..analysis.ablation import Ablation, all_heads, format_head
 from ..backends.ours import ablation_context
-from ..names import CROSS, DECODER_SELF, ENCODER_SELF
+from ..core.names import CROSS, DECODER_SELF, ENCODER_SELF
 from . import checkpoint
 from .evaluate import alignment_accuracy, exact_match, held_out_pairs
 

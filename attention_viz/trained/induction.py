@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..analysis.probes import repeated_sequence
-from ..model import Transformer, TransformerConfig
+from ..core.model import Transformer, TransformerConfig
 from . import checkpoint
 from .corpus import Vocab
 from .train import deterministic
@@ -172,7 +172,7 @@ def typed_texts(length: int, n: int, seed: int = EVAL_SEED) -> list[str]:
 def typed_induction(backend, text: str) -> np.ndarray:
     """``[layers, heads]``: the detector's induction score of every head on this one text alone."""
     from ..analysis.detector import detect
-    from ..names import DECODER_SELF
+    from ..core.names import DECODER_SELF
 
     return detect(backend.run, [text], DECODER_SELF)["induction"]
 
@@ -204,7 +204,7 @@ def evaluate(folder: Path = FOLDER, n: int = 400) -> dict:
     from ..analysis.ablation import Ablation, format_head
     from ..analysis.detector import detect, top
     from ..backends.induction import InductionBackend
-    from ..names import DECODER_SELF
+    from ..core.names import DECODER_SELF
 
     backend = InductionBackend.from_folder(NAME, folder)
     start = time.perf_counter()

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from html import escape
 
-from ..names import CROSS, DECODER_SELF, ENCODER_SELF, hook_name
+from ..core.names import CROSS, DECODER_SELF, ENCODER_SELF, hook_name
 
 CHART = "accuracy_vs_length.svg"
 COLORS = {"toy-translate": "#1f77b4", "toy-translate-rnn": "#2ca02c", "gru-no-attention": "#d62728"}
 DESCRIPTIONS = {
-    "toy-translate": "Transformer encoder–decoder (attention_viz/model.py)",
+    "toy-translate": "Transformer encoder–decoder (attention_viz/core/model.py)",
     "toy-translate-rnn": "bidirectional GRU encoder, GRU decoder with Bahdanau (additive) attention",
     "gru-no-attention": "the same GRUs without attention: one fixed context vector",
 }

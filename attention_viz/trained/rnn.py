@@ -6,7 +6,7 @@
   ``h_j`` with the additive function ``e_ij = v_aᵀ tanh(W_a s_{i-1} + U_a h_j)``, a softmax turns
   the scores into the weights ``a_ij`` (the alignment), and the context ``c_i = Σ_j a_ij h_j``
   enters the next state ``s_i = GRU([y_{i-1}; c_i], s_{i-1})`` and the output layer. The math is
-  :func:`attention_viz.attention.additive_attention`; this module only holds the weights.
+  :func:`attention_viz.core.attention.additive_attention`; this module only holds the weights.
 * ``attention=False`` — Cho et al. 2014: one fixed context vector ``c`` (the encoder's final
   forward and backward states) is handed to every decoder step. Everything the decoder knows
   about the source must fit into ``c``: the long-sentence problem that Bahdanau et al. 2015 set out to solve.
@@ -29,8 +29,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ..attention import Attention, additive_attention
-from ..hooks import HookPoint, capture_active, name_hook_points
+from ..core.attention import Attention, additive_attention
+from ..core.hooks import HookPoint, capture_active, name_hook_points
 
 
 @dataclass(frozen=True)

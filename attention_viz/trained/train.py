@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..model import TransformerConfig
+from ..core.model import TransformerConfig
 from . import checkpoint
 from .corpus import DEFAULT_SIZES, Pair, Vocab, build_vocabs, splits
 from .decoding import decoder_io, greedy, pad, until_eos

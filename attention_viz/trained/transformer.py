@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from ..hooks import KINDS
-from ..model import Transformer
+from ..core.hooks import KINDS
+from ..core.model import Transformer
 
 
 class TranslationTransformer(Transformer):

@@ -19,8 +19,8 @@ from ..analysis.ablation import Ablation, Head
 from ..analysis.detector_view import detector_scores
 from ..backends.base import Outputs
 from ..backends.head_effects import Comparison, compare, coreference_study, make_ablation
-from ..names import Group
-from ..result import AttentionResult
+from ..core.names import Group
+from ..core.result import AttentionResult
 from . import cache
 from .heavy import heavy
 

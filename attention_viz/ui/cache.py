@@ -25,8 +25,8 @@ from ..analysis.focus import top_heads
 from ..analysis.weighting import mixing_or_reason, value_norms_or_reason
 from ..backends.base import Backend
 from ..backends.registry import load_backend
-from ..names import ENCODER_SELF
-from ..result import AttentionResult
+from ..core.names import ENCODER_SELF
+from ..core.result import AttentionResult
 from .heavy import heavy
 from .private_api import figure_without_validation
 

@@ -9,7 +9,7 @@ import streamlit as st
 
 from ..analysis.weighting import WEIGHTING_NAMES, WEIGHTINGS, Weighted, weighted
 from ..errors import ServerBusy
-from ..result import AttentionResult
+from ..core.result import AttentionResult
 from ..analysis.selection import GROUP_NAMES, GROUP_URL_NAMES, REDUCTIONS, Group
 from ..figures.heatmap import shared_top
 from . import cache, plain

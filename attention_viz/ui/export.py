@@ -17,7 +17,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from ..figures.export import (IMAGE_FORMATS, camera_config, download_name, standalone_html, subtitle, subtitle_words,
                               with_subtitle)
-from ..result import AttentionResult
+from ..core.result import AttentionResult
 from .state import SHOWN
 from .widgets import choice
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ..backends.registry import availability
-from ..result import AttentionResult
+from ..core.result import AttentionResult
 from ..analysis.selection import GROUP_NAMES, Group
 from . import cache
 from .plain import literal

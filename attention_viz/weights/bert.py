@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import ModelError
-from ..model import Transformer, TransformerConfig
+from ..core.model import Transformer, TransformerConfig
 from .matching import check_names, check_shapes
 
 # Checkpoint tensors we know and deliberately leave out: the pooler and pre-training heads serve

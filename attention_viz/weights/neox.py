@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from ..errors import ModelError
-from ..model import Transformer, TransformerConfig
+from ..core.model import Transformer, TransformerConfig
 from .matching import check_names, check_shapes, saved_head
 from .rotary_config import rotary_settings
 from .safetensors_io import read_config, read_safetensors

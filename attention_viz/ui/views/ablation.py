@@ -14,7 +14,7 @@ from ...analysis.coreference import positions
 from ...figures.ablation import log_prob_bars, movement_bars, pattern_pair, study_bars
 from ...figures.grid import heads_grid
 from ...backends.head_effects import Comparison
-from ...result import AttentionResult
+from ...core.result import AttentionResult
 from ...analysis.selection import Choice, displayed
 from .. import ablation_cache, cache, plain
 from ..controls import attention_picker, layer_head_picker, token_picker

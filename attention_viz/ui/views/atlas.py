@@ -18,7 +18,7 @@ from ...atlas.views import grid_of, head_map, measures, sentence_against_corpus,
 from ...errors import ModelError
 from ...figures.atlas import head_grid, head_map_figure, placement_figure, qk_scatter
 from ...figures.heatmap import attention_heatmap
-from ...result import AttentionResult
+from ...core.result import AttentionResult
 from .. import cache, plain
 from ..widgets import choice, integer, text
 from ..export import chart

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from ...basics_examples import HIDDEN, N_KEYS, N_QUERIES, dk_example, scoring_example
+from ...core.basics_examples import HIDDEN, N_KEYS, N_QUERIES, dk_example, scoring_example
 from ...figures.basics import (
     WAISTS,
     WEIGHTS,
@@ -20,7 +20,7 @@ from ...figures.basics import (
     variance_figure,
 )
 from ...figures.heatmap import attention_heatmap
-from ...result import AttentionResult
+from ...core.result import AttentionResult
 from ..widgets import choice, integer, number
 from .. import cache
 from ..export import chart

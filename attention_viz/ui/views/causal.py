@@ -20,8 +20,8 @@ from ...figures.heatmap import attention_heatmap
 from ...figures.masks import mask_heatmap, row_change_bars, scores_heatmap
 from ...figures.numbers import exact
 from ...backends.padding import PaddedBatch
-from ...names import DECODER_SELF
-from ...result import AttentionResult
+from ...core.names import DECODER_SELF
+from ...core.result import AttentionResult
 from .. import cache, plain
 from ..controls import layer_head_picker
 from ..fallback import result_with

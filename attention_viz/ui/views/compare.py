@@ -11,8 +11,8 @@ from ...analysis.coreference import coreference
 from ...analysis.weighting import WEIGHTING_NAMES, Weighted
 from ...errors import ModelError
 from ...figures.heatmap import attention_heatmap
-from ...names import ENCODER_SELF
-from ...result import AttentionResult
+from ...core.names import ENCODER_SELF
+from ...core.result import AttentionResult
 from ...analysis.selection import Choice, Displayed, displayed, merged_labels, misalignment
 from .. import cache, plain
 from ..controls import attention_picker, for_group, layer_head_picker, pair_scale, weigh, weighting_picker

@@ -18,8 +18,8 @@ from ...analysis.detector_view import (
     self_attentions,
 )
 from ...figures.detector import pairs_figure, score_heatmap
-from ...names import Group
-from ...result import AttentionResult
+from ...core.names import Group
+from ...core.result import AttentionResult
 from ...analysis.selection import GROUP_NAMES, GROUP_URL_NAMES, group_tokens
 from .. import ablation_cache, cache, plain
 from ..controls import token_picker

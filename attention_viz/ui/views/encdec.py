@@ -10,9 +10,9 @@ from ...errors import ModelError
 from ...backends.registry import MODELS, availability
 from ...figures.focus import highlighted_text
 from ...figures.heatmap import attention_heatmap
-from ...result import AttentionResult
+from ...core.result import AttentionResult
 from ...analysis.selection import Choice, displayed
-from ...names import CROSS
+from ...core.names import CROSS
 from .. import cache, plain
 from ..controls import layer_head_picker
 from ..fallback import result_with

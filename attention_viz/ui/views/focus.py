@@ -8,8 +8,8 @@ import streamlit as st
 from ...analysis import focus_matrix
 from ...analysis.weighting import WEIGHTING_NAMES
 from ...figures.focus import focus_heatmap, highlighted_text
-from ...names import CROSS
-from ...result import AttentionResult
+from ...core.names import CROSS
+from ...core.result import AttentionResult
 from ...analysis.selection import default_token, group_tokens
 from ..controls import attention_picker, layer_head_picker, token_picker, weigh, weighting_picker
 from ..plain import literal

@@ -7,8 +7,8 @@ import streamlit as st
 from ...figures.grid import heads_grid
 from ...analysis.head_levels import captured_heatmap, needs_levels
 from ...figures.heatmap import attention_heatmap
-from ...names import CROSS
-from ...result import AttentionResult
+from ...core.names import CROSS
+from ...core.result import AttentionResult
 from ...analysis.selection import group_tokens
 from ...analysis.selection import head_table as table_of  # the rows; ..tables draws them
 from .. import cache

@@ -11,8 +11,8 @@ from ...analysis.head_levels import LEVELS_ABOVE, captured_heatmap, needs_levels
 from ...analysis.long_input import LongHeatmap
 from ...figures.heatmap import attention_heatmap
 from ...figures.long_heatmap import long_heatmap_figure
-from ...names import ENCODER_SELF
-from ...result import AttentionResult
+from ...core.names import ENCODER_SELF
+from ...core.result import AttentionResult
 from ...analysis.selection import COLOUR_SCALES, LOG_FLOOR, Choice, Displayed, displayed, log_range, rescaled, window
 from .. import cache
 from . import long_head

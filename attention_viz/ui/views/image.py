@@ -16,7 +16,7 @@ import streamlit as st
 
 from ...analysis.localization import compare_captions, mass_in_box, uniform_share
 from ...analysis.patches import PatchAttention, patch_attention
-from ...caption import CaptionResult
+from ...core.caption_result import CaptionResult
 from ...errors import ModelError
 from ...figures.image import (
     caption_strip_figure,
@@ -27,7 +27,7 @@ from ...figures.image import (
     word_attention_figure,
 )
 from ...inputs.images import MAX_BYTES, fit, load_image, read_image
-from ...result import AttentionResult
+from ...core.result import AttentionResult
 from ...trained.scenes import BACKGROUND, generate
 from .. import cache, plain
 from ..export import chart, figure_downloads

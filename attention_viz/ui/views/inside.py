@@ -11,8 +11,8 @@ import streamlit as st
 from ...figures.heatmap import attention_heatmap
 from ...figures.inside import matrix_heatmap, saturation_figure
 from ...backends.inside import InsideHead
-from ...names import ENCODER_SELF
-from ...result import AttentionResult
+from ...core.names import ENCODER_SELF
+from ...core.result import AttentionResult
 from .. import cache
 from ..controls import layer_head_picker, pair_scale
 from ..widgets import flag, integer

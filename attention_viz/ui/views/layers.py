@@ -9,8 +9,8 @@ from ...analysis.composition import FlowShown, flow_for
 from ...analysis.weighting import Weighted
 from ...errors import ServerBusy
 from ...figures.heatmap import attention_heatmap
-from ...names import CROSS, Group
-from ...result import AttentionResult
+from ...core.names import CROSS, Group
+from ...core.result import AttentionResult
 from ...analysis.selection import default_token, group_tokens
 from .. import cache, plain
 from ..controls import attention_picker, token_picker, weigh, weighting_picker

@@ -9,7 +9,7 @@ import streamlit as st
 from ...analysis.blockwise import POOLINGS
 from ...analysis.long_input import long_heatmap, thumbnails
 from ...figures.grid import THUMB, heads_grid
-from ...result import AttentionResult
+from ...core.result import AttentionResult
 from .. import cache
 from ..controls import layer_head_choice
 from ..export import chart, figure_downloads

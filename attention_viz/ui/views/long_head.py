@@ -11,7 +11,7 @@ import streamlit as st
 
 from ...analysis.blockwise import POOLINGS, Overview
 from ...analysis.long_input import COLOURS, LOG_FLOOR, TILES, LongInput, clamp_region, long_heatmap
-from ...result import AttentionResult
+from ...core.result import AttentionResult
 from ...inputs.tokens import Tokens
 from .. import cache
 from ..controls import layer_head_choice

@@ -9,7 +9,7 @@ import streamlit as st
 
 from ...analysis.patching import PRESETS, SITE_DESCRIPTIONS, SITES, Patching
 from ...figures.patching import patching_heatmap
-from ...result import AttentionResult
+from ...core.result import AttentionResult
 from .. import cache, plain
 from ..export import chart
 from ..heavy import heavy

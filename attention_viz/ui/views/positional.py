@@ -22,7 +22,7 @@ from ...figures.positional import (
     sinusoidal_figure,
 )
 from ...figures.rotary import decay_figure, pair_rotation_figure, relative_scores_figure, spread_figure
-from ...position_codes import (
+from ...core.position_codes import (
     SameOffset,
     decay_curves,
     encoding_scores,
@@ -33,8 +33,8 @@ from ...position_codes import (
     sinusoidal_table,
     wavelengths,
 )
-from ...names import ENCODER_SELF
-from ...result import AttentionResult
+from ...core.names import ENCODER_SELF
+from ...core.result import AttentionResult
 from .. import cache
 from ..controls import layer_head_picker, pair_scale
 from ..plain import literal

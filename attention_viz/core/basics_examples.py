@@ -1,6 +1,6 @@
 """The small synthetic examples of the basics page, as numpy: random queries and keys scored both
 ways (scaled dot product, additive), and one query against keys of growing size d_k. The formulas
-are those of :mod:`attention_viz.attention`; the page gets plain arrays."""
+are those of :mod:`attention_viz.core.attention`; the page gets plain arrays."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ import threading
 import numpy as np
 import torch
 
-from .errors import ModelError
+from ..errors import ModelError
 from .model import MultiHeadAttention, Transformer
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .names import GROUPS, Group, hook_name, parse_hook_name
-from .inputs.tokens import Tokens
+from ..inputs.tokens import Tokens
 
 if TYPE_CHECKING:  # the recorder needs torch; a result read from disk does not
     from .hooks import Recorder

@@ -1,5 +1,5 @@
 """The position codes the positional-encoding page draws, as numpy: the math stays in
-:mod:`attention_viz.positional` (torch), the page gets plain arrays and never touches a tensor.
+:mod:`attention_viz.core.positional` (torch), the page gets plain arrays and never touches a tensor.
 Sinusoidal and the simpler codes first, then rotary: one random query and key, rotated by position."""
 
 from __future__ import annotations

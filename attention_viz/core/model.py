@@ -5,7 +5,7 @@
 * ``encoder-decoder``  — the original translation model: encoder, and a decoder whose layers add
   cross-attention (queries from the decoder, keys and values from the encoder ``memory``).
 
-Modules only project and reshape; the math lives in :mod:`attention_viz.attention`. Each attention
+Modules only project and reshape; the math lives in :mod:`attention_viz.core.attention`. Each attention
 has six hook points (``q k v scores pattern context``) whose names are their module paths, e.g.
 ``decoder.layers.1.cross_attn.pattern``. Masks are boolean, True where attention is allowed.
 """
