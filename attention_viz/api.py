@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +28,7 @@ from .figures.focus import focus_heatmap, highlighted_text
 from .figures.grid import heads_grid
 from .figures.heatmap import attention_heatmap
 from .figures.offline import figures_html, heads_html
+from .figures.patching import patching_heatmap
 from .core.names import CROSS, DECODER_SELF, ENCODER_SELF, Group
 from .core.result import AttentionResult
 from .analysis.selection import GROUP_NAMES, REDUCTIONS, Choice, displayed, group_tokens, reduce_heads
@@ -96,7 +97,7 @@ def patch(
     site: str = "heads",
     noising: bool = False,
     token: str | None = None,
-) -> Patching:
+) -> PatchResult:
     """Activation patching: which heads (``site="heads"``, ``"patterns"``), layers × positions
     (``"resid"``) or heads × positions (``"head_positions"``) carry what makes ``clean`` answer
     ``answer`` where ``corrupt`` (same token length) answers ``wrong``.
@@ -116,7 +117,18 @@ def patch(
     from .backends.registry import load_backend
 
     texts = resolve_inputs(model, clean, corrupt, answer, wrong)
-    return run_patching(load_backend(model), *texts, site=site, noising=noising, token=token)
+    found = run_patching(load_backend(model), *texts, site=site, noising=noising, token=token)
+    return PatchResult(**{f.name: getattr(found, f.name) for f in fields(found)})
+
+
+@dataclass(frozen=True)
+class PatchResult(Patching):
+    """:class:`~attention_viz.analysis.patching.Patching` with :meth:`show` for notebooks (the
+    analysis stays below the figures; the notebook API sits above both)."""
+
+    def show(self, **options) -> go.Figure:
+        """The heatmap of restored fractions (a Plotly figure: a notebook draws it inline)."""
+        return patching_heatmap(self, **options)
 
 
 @dataclass

@@ -120,12 +120,6 @@ class Patching:
             out["corrupt_target_tokens"] = list(self.corrupt_target_tokens or ())
         return out
 
-    def show(self, **options: Any):
-        """The heatmap of restored fractions (a Plotly figure: a notebook draws it inline)."""
-        from ..figures.patching import patching_heatmap  # plotly only when drawn
-
-        return patching_heatmap(self, **options)
-
 
 def _json_ready(values: np.ndarray) -> list:
     return [_json_ready(row) if isinstance(row, np.ndarray) else (None if math.isnan(row) else round(float(row), 6))

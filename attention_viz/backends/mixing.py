@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextvars
 import re
 from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -34,8 +35,10 @@ from ..core.hooks import HeadRemoval, capture, intervene
 from ..core.model import DecoderLayer, EncoderLayer, Transformer, decoder_mask
 from ..core.names import DECODER_SELF, ENCODER_SELF, Group, hook_name, layer_hook_name
 from ..core.result import AttentionResult
-from .base import Backend
 from .ours import ablation_context, output_projection, removals
+
+if TYPE_CHECKING:  # base.py loads this module when a view first asks for a measure
+    from .base import Backend
 
 MEASURES = ("value_zeroing", "alti")  # the kinds the maps are saved under
 ZEROED_ELEMENTS = 1 << 24  # floats a batch of zeroed copies may hold in its largest tensors (64 MB)

@@ -39,15 +39,9 @@ from ..analysis.probes import repeated_sequence
 from ..core.model import Transformer, TransformerConfig
 from . import checkpoint
 from .corpus import Vocab
+from .induction_data import CONFIG, MAX_SEGMENT, MIN_SEGMENT, NAME, SYMBOLS
 from .train import deterministic
 
-NAME = "induction"
-SYMBOLS = tuple("abcdefghijklmnopqrstuvwxyz0123456789")
-CONFIG = dict(shape="decoder-only", d_model=64, h=4, d_ff=1, N=2, max_len=64, positional="learned", norm="pre",
-              dropout=0.0, scale_embeddings=False, feed_forward=False)
-# Every segment whose two copies fit after <bos>: a learned position the data never reach stays
-# random, and the heads that lean on it fail there (the model of 6–20 symbols did past 20).
-MIN_SEGMENT, MAX_SEGMENT = 6, (CONFIG["max_len"] - 1) // 2
 STEPS, BATCH, LR, WARMUP = 12_000, 32, 1e-3, 200  # 3000 steps clear 0.6 at every length; 12000 clear 0.9
 INDUCTION_SET = 0.5  # induction score above which a head counts as an induction head
 PER_LENGTH = 10  # typed texts per segment length in the model card's table
