@@ -123,6 +123,14 @@ def _encoder_extras(config: dict) -> str:
     return f" The encoder's convolutions are {' and '.join(extras)}." if extras else ""
 
 
+def _context_dropout(config: dict) -> str:
+    p = config.get("context_dropout")
+    if not p:
+        return ""
+    return (f"context dropout {p} (in training a step's context ẑ_t skips the LSTM with that chance, so what the "
+            "model saw a word earlier is unreliable memory and it looks again when it writes the shape), ")
+
+
 def _object_mix(hyper: dict) -> str:
     mix = hyper.get("objects")
     if not mix or len(set(mix)) == 1:
@@ -166,7 +174,8 @@ def model_card(scores: dict, training: dict, config: dict, weights_bytes: int) -
         f"`{command}` — {training.get('parameters', 0):,} parameters "
         f"({weights_bytes / 1e6:.2f} MB float32 safetensors), {hyper.get('steps')} steps of "
         f"{hyper.get('batch_size')} scenes, Adam at {hyper.get('lr')} with warmup and cosine decay, "
-        f"doubly stochastic λ = {hyper.get('doubly_stochastic')}, {training.get('threads')} thread(s): "
+        f"doubly stochastic λ = {hyper.get('doubly_stochastic')}, {_context_dropout(config)}"
+        f"{training.get('threads')} thread(s): "
         f"{training.get('training_seconds', 0) / 60:.1f} min wall clock "
         f"({training.get('training_cpu_seconds', 0) / 60:.1f} CPU min) on a shared machine. "
         f"Final word loss {training.get('final_word_loss')}, dev exact match "
@@ -200,10 +209,6 @@ def model_card(scores: dict, training: dict, config: dict, weights_bytes: int) -
             continue
         lines.append(f"| {role} | {s['words']} | {_pct(s['mass_in_box'])} | {_pct(s['uniform_share'])} | "
                      f"{s['ratio']:.1f}× | {_pct(s['words_above_uniform'])} | {_pct(s['peak_in_box'])} |")
-    if loc["colour"]["words"] and loc["shape"]["words"] and loc["colour"]["ratio"] > 4 > loc["shape"]["ratio"]:
-        lines += ["", "Colour words look at their object and shape words do not: the model takes an object's colour "
-                  "and shape in one look, at the colour word, and writes the shape from its state; at the shape word "
-                  "its map lies elsewhere."]
     lines += [
         "",
         "## Use",
