@@ -95,10 +95,10 @@ def bench_capture(
         tokenize = in_passes({"tokenize": lambda: backend.tokenize(text)}, reps[n])["tokenize"]
         contenders = {"ours": ours, "sdpa": sdpa, "eager": eager}
 
-        def row(memory: str, times: dict[str, list[float]], faults: dict[str, list[int]]) -> dict:
+        def row(state: str, times: dict[str, list[float]], faults: dict[str, list[int]]) -> dict:
             return {
                 "tokens": n,
-                "memory": memory,
+                "memory": state,
                 "reps": reps[n],
                 "ours_ms": 1000 * median(times["ours"]),
                 "sdpa_ms": 1000 * median(times["sdpa"]),
@@ -112,13 +112,13 @@ def bench_capture(
                 "max_hidden_diff_vs_sdpa": hidden_diff,
             }
 
-        for memory in ("recycled", "fresh") if n in fresh_at else ("recycled",):
+        for state in ("recycled", "fresh") if n in fresh_at else ("recycled",):
             faults: dict[str, list[int]] = {}
-            with no_recycling() if memory == "fresh" else nullcontext():
-                times = in_passes(contenders, reps[n], faults=faults, fresh_memory=memory == "fresh",
+            with no_recycling() if state == "fresh" else nullcontext():
+                times = in_passes(contenders, reps[n], faults=faults, fresh_memory=state == "fresh",
                                   between=memory.release)
-            rows.append(row(memory, times, faults))
-            if memory == "fresh":
+            rows.append(row(state, times, faults))
+            if state == "fresh":
                 kept: list[AttentionResult] = []
 
                 def keep(result: AttentionResult) -> None:

@@ -33,3 +33,15 @@ def test_the_docs_page_is_the_fixed_introduction_then_the_generated_tables_one_l
     assert page.startswith("# Performance\n") and "Do not edit by\nhand" in page
     assert "## Performance, measured side by side" in page and "### Floors" in page
     assert "| a | b |" in page
+
+
+def test_the_capture_benchmark_runs_its_three_states_on_the_same_work():
+    """A smoke run (two calls each: no timing is asserted): the rows exist, name their state, and
+    ours computes what transformers computes."""
+    from attention_viz.backends.registry import load_backend
+    from benchmarks.capture import bench_capture
+
+    rows = bench_capture(load_backend("minilm"), [16], {16: 2}, fresh_at=(16,))
+    assert [row["memory"] for row in rows] == ["recycled", "fresh", "ours: results kept + mapped ahead; baselines: fresh"]
+    assert rows[2]["sdpa_ms"] == rows[1]["sdpa_ms"]  # the special state's baselines are the standard state's
+    assert all(row["max_pattern_diff_vs_eager"] < 1e-4 and row["max_hidden_diff_vs_sdpa"] < 1e-4 for row in rows)
