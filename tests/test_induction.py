@@ -15,6 +15,7 @@ from attention_viz.errors import ModelError
 from attention_viz.backends.head_effects import compare
 from attention_viz.core.model import Transformer, TransformerConfig
 from attention_viz.core.names import DECODER_SELF
+from attention_viz.cards import induction as induction_card
 from attention_viz.trained import induction
 
 
@@ -60,13 +61,13 @@ def test_detector_finds_previous_token_head_in_layer_0_and_induction_head_in_lay
 
 
 def test_repeated_half_is_predicted_through_the_detected_heads(backend, scores):
-    sequences = induction.eval_sequences(30)
-    plain = induction.half_losses(backend, sequences)
+    sequences = induction_card.eval_sequences(30)
+    plain = induction_card.half_losses(backend, sequences)
     assert plain["first_half"] > 3.0  # random symbols: about ln 36 = 3.58
     assert plain["repeated_half"] < 0.2 * plain["first_half"]
 
     def repeated_without(*heads):
-        return induction.half_losses(backend, sequences, Ablation(tuple((DECODER_SELF, l, h) for l, h in heads)))["repeated_half"]
+        return induction_card.half_losses(backend, sequences, Ablation(tuple((DECODER_SELF, l, h) for l, h in heads)))["repeated_half"]
 
     # the heads the detector calls induction heads back each other up (the model card's reading): any
     # one removed costs little, all of them removed take the repeated copy back to guessing
@@ -97,13 +98,13 @@ def test_induction_on_every_segment_length_that_fits(backend, length):
     # scored as the detector scores one typed text; 6–31 is every segment whose two copies fit after
     # <bos> (the model trained on 6–20 scored 0.27 at 24 and 0.10 at 30)
     assert (induction.MIN_SEGMENT, induction.MAX_SEGMENT) == (6, 31)
-    for text in induction.typed_texts(length, 2, seed=1):
-        scores = induction.typed_induction(backend, text)
+    for text in induction_card.typed_texts(length, 2, seed=1):
+        scores = induction_card.typed_induction(backend, text)
         assert scores.max() >= 0.6 and scores[0].max() < 0.1, (text, scores)
 
 
 def test_a_text_past_the_context_is_cut_and_the_page_says_so(backend):
-    segment = induction.typed_texts(33, 1)[0].split()[:33]  # 66 symbols: 3 past the 63 after <bos>
+    segment = induction_card.typed_texts(33, 1)[0].split()[:33]  # 66 symbols: 3 past the 63 after <bos>
     result = backend.run(" ".join(segment + segment))
     assert len(result.tokens.ids) == backend.max_tokens == 64 and result.meta["dropped"] == 3
     at = app(model="induction", text=" ".join(segment + segment))
@@ -134,7 +135,7 @@ def test_model_card_numbers_come_from_the_evaluation():
     evaluation = json.loads((folder / "evaluation.json").read_text())
     training = json.loads((folder / "training.json").read_text())
     config = json.loads((folder / "config.json").read_text())["config"]
-    card = induction.model_card(evaluation, training, config)
+    card = induction_card.model_card(evaluation, training, config)
     assert card == (folder / "MODEL_CARD.md").read_text()
     assert f"{evaluation['loss']['repeated_half']:.3f}" in card
     assert evaluation["detector"]["previous_token_head"]["layer"] == 0

@@ -80,7 +80,7 @@ class Importance:
 
 def shipped_importance(model: str, folder: Path = SHIPPED) -> Importance | None:
     """``<model>-head-importance.json`` from the shipped models' folder, or None when the model has
-    none (it is measured by ``python -m attention_viz.trained.head_importance``)."""
+    none (it is measured by ``python -m attention_viz.cards.head_importance``)."""
     path = folder / f"{model}-head-importance.json"
     if not path.is_file():
         return None

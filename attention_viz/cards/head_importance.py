@@ -3,7 +3,7 @@ than one?"): remove one head at a time (zero ablation) and measure, on held-out 
 greedy exact match and in alignment accuracy. Too slow to run live (every head re-translates the
 sample), so it is precomputed and shipped next to the model card:
 
-    python -m attention_viz.trained.head_importance [--sample 300]
+    python -m attention_viz.cards.head_importance [--sample 300]
 
 Alignment accuracy is that of the cross-attention head that aligns best without any ablation
 (content words, argmax vs gold, as in evaluate.py), so every row measures the same thing.
@@ -22,8 +22,8 @@ import torch
 from ..analysis.ablation import Ablation, all_heads, format_head
 from ..backends.ours import ablation_context
 from ..core.names import CROSS, DECODER_SELF, ENCODER_SELF
-from . import checkpoint
-from .evaluate import alignment_accuracy, exact_match, held_out_pairs
+from ..trained import checkpoint
+from ..trained.evaluate import alignment_accuracy, exact_match, held_out_pairs
 
 NAME = "toy-translate"
 OUT = checkpoint.MODELS_DIR / f"{NAME}-head-importance.json"
@@ -56,7 +56,7 @@ def head_importance(sample: int, log=print) -> dict:
             log(f"{rows[-1]}")
     return {
         "model": NAME,
-        "command": "python -m attention_viz.trained.head_importance" + (f" --sample {sample}" if sample != 300 else ""),
+        "command": "python -m attention_viz.cards.head_importance" + (f" --sample {sample}" if sample != 300 else ""),
         "held_out_pairs": len(pairs),
         "ablation": "zero, one head at a time",
         "alignment_head": f"cross {best[0]}.{best[1]}",
@@ -67,7 +67,7 @@ def head_importance(sample: int, log=print) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m attention_viz.trained.head_importance", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m attention_viz.cards.head_importance", description=__doc__.split("\n")[0])
     parser.add_argument("--sample", type=int, default=300, help="held-out pairs (default 300)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
