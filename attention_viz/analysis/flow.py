@@ -37,13 +37,11 @@ class FlowTooLarge(ValueError):
         )
 
 
-# Cost model, measured: max-flow time grows with (number of max-flows) × (edges of one max-flow's
-# graph) = flow_work(). FLOW_SECONDS_PER_WORK is the slowest rate measured on this project's 2-core
-# Xeon machines (one sharp random head per layer needs the most augmenting paths; 12 averaged
-# heads run 2-3× faster). FLOW_MAX_WORK caps the worst allowed input at ~1.5 s by that rate
-# (measured worst: 0.7 s for 6 layers × 23 tokens, 0.9 s for one query row of 67 tokens), so it
-# stays under ~3 s on a machine twice as slow. Limits: 6 layers 23 tokens (67 for one query
-# row), 12 layers 18 (49), 3 layers 32 (107).
+# Cost model: max-flow time grows with (number of max-flows) × (edges of one max-flow's graph) =
+# flow_work(). FLOW_SECONDS_PER_WORK is the slowest rate seen on this project's 2-core machines (one
+# sharp random head per layer needs the most augmenting paths; averaged heads need fewer), and
+# FLOW_MAX_WORK keeps the worst allowed input well inside the page's time budget even on a machine
+# twice as slow. The token limits it implies per depth are what flow_max_tokens() returns.
 FLOW_SECONDS_PER_WORK = 1.2e-6
 FLOW_MAX_WORK = 1_250_000
 

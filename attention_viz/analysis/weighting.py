@@ -30,8 +30,8 @@ QUANTITIES = {"weights": "attention weight", "norms": "value-weighted norm", "al
               "value_zeroing": "value-zeroing score"}  # what one cell holds
 KINDS = {"weights": "pattern", "norms": "value_norm", "alti": "alti", "value_zeroing": "value_zeroing"}
 LAYER_LEVEL = ("alti", "value_zeroing")  # one [query, key] map per layer, whatever the head
-# Value zeroing re-runs every layer on T copies of its input, T² token rows: ~11 s at 128 tokens
-# of minilm on one core here, so the views stop there (the command line and the API do not)
+# Value zeroing re-runs every layer on T copies of its input, T² token rows, so the views stop at a
+# length a page can wait for (the command line and the API do not; benchmarks.mixing times it)
 ZEROING_TOKENS = 128
 
 

@@ -106,8 +106,8 @@ class AttentionResult:
         }
         payload["meta"] = np.array(json.dumps(meta, ensure_ascii=False))
         payload.update(self.arrays)
-        # Stored, not deflated: float32 weights barely compress (75.5 → 68.9 MB at 512 tokens of
-        # minilm) and deflating them took 3.5 CPU-s, in the CLI and in every download from the app.
+        # Stored, not deflated: float32 weights barely compress, and deflating them would cost CPU
+        # seconds in the CLI and in every download from the app.
         np.savez(path, **payload)
 
     def to_npz_bytes(self) -> bytes:

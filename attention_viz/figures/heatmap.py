@@ -69,7 +69,7 @@ def attention_heatmap(
                       **(dict(tickvals=colorbar_ticks[0], ticktext=colorbar_ticks[1]) if colorbar_ticks else {})),
         hoverongaps=False,
     )
-    layout = dict(  # given to the constructor: update_layout would validate it all over again (~6 ms)
+    layout = dict(  # given to the constructor: update_layout would validate it all over again
         # the title sits at the very top of the container, above the top-side key axis and its title
         title=dict(text=plotly_text(title), yref="container", y=0.99, yanchor="top", x=0.01, xanchor="left"),
         xaxis=dict(token_axis(key_labels, start=starts[1]), title="key (attended to)", side="top", tickangle=X_ANGLE),

@@ -18,7 +18,7 @@ from ..plain import literal
 from ..export import chart
 from ..heavy import heavy
 
-HEAVY_FLOW_TOKENS = 32  # a sentence's flow takes well under a second; past this, up to the budget's ~3 s
+HEAVY_FLOW_TOKENS = 32  # past a sentence's length, flow may take most of its time budget: a heavy job
 
 
 @st.cache_resource(max_entries=32, show_spinner="Computing the attention flow…")
