@@ -49,7 +49,8 @@ POOLINGS = ("max", "mean")
 
 
 class QueriesKeys(Protocol):
-    """Each layer's rotated queries and keys of one long input, float32 numpy, and each head's softmax
+    """Each layer's rotated queries and keys of one long input, float32 numpy (or tensors on the
+    model's device, read by the torch passes of ``core/blockwise_torch.py``), and each head's softmax
     normalizers (what :func:`attention_viz.core.longcontext.queries_and_keys` keeps instead of the
     patterns). Made when a view first asks for them and kept: a layer's q/k need the layers below it
     run, a head's normalizers a pass of the fused kernel over that head alone."""

@@ -3,12 +3,13 @@ keys: the whole pattern pooled to tiles, or a zoomed rectangle pooled the same w
 cells. Never a (T, T) matrix: :mod:`attention_viz.analysis.blockwise` computes block by block.
 
 Plain numpy (no torch): the backend fills :class:`LongInput`, the head view asks for
-:class:`LongHeatmap`s and draws them.
+:class:`LongHeatmap`s and draws them. The passes are numpy's unless the backend hands in their twin
+on the model's device (:class:`Passes`, from ``core/blockwise_torch.py``), which give the same arrays.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,19 @@ LOG_FLOOR = 1e-6  # below 1/32k, the weight of a row spread evenly over 32k keys
 
 
 @dataclass(frozen=True)
+class Passes:
+    """The blockwise passes a long input's heads are read with, each as in
+    :mod:`attention_viz.analysis.blockwise` (same arguments, same numpy results)."""
+
+    overview: Callable[..., Overview]
+    pattern_block: Callable[..., np.ndarray]
+    pooled_region: Callable[..., tuple[np.ndarray, int, int]]
+
+
+NUMPY_PASSES = Passes(overview, pattern_block, pooled_region)
+
+
+@dataclass(frozen=True)
 class LongInput:
     """A long text's tokens and each decoder layer's rotated queries and keys (made as views ask)."""
 
@@ -29,6 +43,7 @@ class LongInput:
     tokens: Tokens
     kept: QueriesKeys
     dropped: int  # tokens past the model's longest input
+    passes: Passes = NUMPY_PASSES  # the kept q/k's own: numpy on the host, torch's on a GPU
 
     @property
     def length(self) -> int:
@@ -46,8 +61,9 @@ class LongInput:
         """One pass over the head's causal logits: row normalizers and the pooled pattern. Without
         ``means``, given the head's normalizers from the fused kernel, the max-pooled tiles alone (no
         exp: about a third of the work)."""
-        return overview(*self.kept.head(layer, head), tiles=tiles,
-                        lse=None if means else self.kept.normalizers(layer, head), window=self.kept.window[layer])
+        return self.passes.overview(*self.kept.head(layer, head), tiles=tiles,
+                                    lse=None if means else self.kept.normalizers(layer, head),
+                                    window=self.kept.window[layer])
 
     def read_every_head(self, means: bool) -> None:
         """Every layer's q/k and, unless ``means`` (the overviews then make their own), every head's
@@ -129,7 +145,7 @@ def long_heatmap(
     q, k = long.kept.head(layer, head)
     window = long.kept.window[layer]  # None: the whole causal past
     if len(rows) <= tiles and len(cols) <= tiles:
-        exact = pattern_block(q, k, rows, cols, window=window)
+        exact = long.passes.pattern_block(q, k, rows, cols, window=window)
         return LongHeatmap(rows, cols, 1, 1, pooling, None, float(exact.max()), exact, colours)
     everything = range(long.length)
     if rows == everything and cols == everything:
@@ -138,8 +154,8 @@ def long_heatmap(
             raise ValueError("mean pooling needs an overview with means (LongInput.needs_means)")
         tile_rows, tile_cols = whole.tile_rows, whole.tile_cols
     else:
-        pooled, tile_rows, tile_cols = pooled_region(q, k, whole.lse, rows, cols, tiles=tiles, pooling=pooling,
-                                                   window=window)
+        pooled, tile_rows, tile_cols = long.passes.pooled_region(q, k, whole.lse, rows, cols, tiles=tiles,
+                                                                 pooling=pooling, window=window)
     if colours == "log":
         return LongHeatmap(rows, cols, tile_rows, tile_cols, pooling, log_codes(pooled), 1.0, None, colours)
     packed = quantize(pooled, pooling)

@@ -32,12 +32,14 @@ from ..core.model import Transformer, TransformerConfig
 from ..core.names import Group
 from ..core.result import AttentionResult
 from ..inputs.tokens import Tokens, load_tokenizer, tokenize
+from ..runtime.memory_plan import check_capture, check_long
 from ..weights.gpt2 import build_gpt2, gpt2_config
 from ..weights.llama import build_llama, llama_config
 from ..weights.neox import build_neox, neox_config
 from ..weights.safetensors_io import read_config, read_safetensors, safetensors_files
 from .base import Backend, Outputs, check_text, require_readable
 from .hub import local_folder
+from .long_passes import passes_for
 from .ours import ablation_context, output_projection
 
 MAX_TOKENS_CAP = 1024  # a capture keeps layers × heads × T² floats; the head view reads longer inputs blockwise
@@ -139,6 +141,8 @@ class OursDecoderBackend(Backend):
         if target is not None:
             raise ModelError(f"{self.name} is decoder-only: it takes no target text")
         tokens, dropped = self.tokenize(text)
+        longer = "; the head view reads longer texts blockwise" if self.can_read_long else ""
+        check_capture(self.model, self.name, len(tokens), kinds, longer=longer)
         ids = torch.tensor([tokens.ids])  # (1, T)
         meta = self.meta(dropped)
         if ablation is not None:
@@ -175,8 +179,9 @@ class OursDecoderBackend(Backend):
     def long_input(self, tokens: Tokens, dropped: int = 0) -> LongInput:
         if not self.can_read_long:
             return super().long_input(tokens, dropped)
+        check_long(self.model, self.name, len(tokens))
         kept = queries_and_keys(self.model, torch.tensor([tokens.ids]))  # layers run as views ask
-        return LongInput(self.name, tokens, kept, dropped)
+        return LongInput(self.name, tokens, kept, dropped, passes_for(kept))
 
     def meta(self, dropped: int) -> dict:
         config = self.model.config

@@ -20,6 +20,12 @@ A layer with a sliding window of W positions (Mistral; not those in ``config.ful
 runs the same kernel a block of queries at a time over the band of keys that block can see,
 [r0 − W + 1, r1), with an additive mask of that band: B × (B + W − 1) logits per block, O(T·W) in
 all, and the normalizers come back over the band only, as the patterns need them.
+
+On a GPU (``on_device``, the default when the model's weights are not on the CPU) the q/k stay
+there as float32 tensors for :mod:`attention_viz.core.blockwise_torch`, the layer's output comes from
+PyTorch's public fused attention, and the normalizers from a blockwise row pass on the device
+(:func:`attention_viz.core.blockwise_torch.every_normalizer`): the CPU kernel above is the only one
+that hands them back.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import numpy as np
 import torch
 
 from ..errors import ModelError
+from .blockwise_torch import every_normalizer
 from .model import MultiHeadAttention, Transformer
 
 
@@ -72,6 +79,27 @@ def _fused(
     return torch.cat(contexts, 2), torch.cat(lses, 2)
 
 
+def _fused_on_device(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_fused` on any device: the context from the public fused attention (a block of
+    queries over its band of keys with a window), each head's normalizers from a row pass."""
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    if window is None:
+        context = sdpa(q, k, v, is_causal=True)
+    else:
+        length, contexts = q.shape[2], []
+        for r0 in range(0, length, WINDOW_BLOCK):
+            r1, c0 = min(length, r0 + WINDOW_BLOCK), max(0, r0 - window + 1)
+            offset = (torch.arange(r0, r1, device=q.device)[:, None]
+                      - torch.arange(c0, r1, device=q.device)[None, :])  # fmt: skip
+            band = (offset >= 0) & (offset < window)  # True: the query sees the key
+            contexts.append(sdpa(q[:, :, r0:r1], k[:, :, c0:r1], v[:, :, c0:r1], attn_mask=band))
+        context = torch.cat(contexts, 2)
+    lse = torch.stack([every_normalizer(q[0, i], k[0, i], window) for i in range(q.shape[1])])
+    return context, lse[None]
+
+
 class DecoderQueriesKeys:
     """A decoder-only model's q/k and normalizers on one input, each layer run when a view first asks
     (:class:`attention_viz.analysis.blockwise.QueriesKeys`). The layers below the *frontier* have
@@ -79,19 +107,26 @@ class DecoderQueriesKeys:
     entering it, (T, d_model) floats, from which the forward continues when a later layer is asked.
     Every value is the kernel's own over the same q, k, v whatever the order of asking (a head's rows
     never depend on the other heads in the call). One lock: sessions sharing the input never run a
-    layer twice nor see one half made. It holds the (shared) model: the page keeps a few inputs only."""
+    layer twice nor see one half made. It holds the (shared) model: the page keeps a few inputs only.
 
-    def __init__(self, model: Transformer, ids: torch.Tensor) -> None:
+    ``on_device`` (default: the weights are not on the CPU): q/k kept as float32 tensors where the
+    model runs, for the torch passes, instead of numpy on the host."""
+
+    def __init__(self, model: Transformer, ids: torch.Tensor, on_device: bool | None = None) -> None:
         config = model.config
         if config.shape != "decoder-only" or model.decoder is None:
             raise ModelError("long inputs need a decoder-only model")
         self._decoder = model.decoder
+        self.device = next(model.parameters()).device
+        self.on_device = self.device.type != "cpu" if on_device is None else on_device
+        ids = ids.to(self.device)
         length = ids.shape[1]
         # each layer's window; None where it restricts nothing (full-attention layers, or W ≥ T)
         self.window = [None if w is None or w >= length else w for w in self._decoder.windows]
         self.n_layers, self.n_heads = len(self._decoder.layers), config.h
-        self._q: list[np.ndarray | None] = [None] * self.n_layers  # (h, T, d_k) once made
-        self._k: list[np.ndarray | None] = [None] * self.n_layers  # (h_kv, T, d_k)
+        # (h, T, d_k) and (h_kv, T, d_k) once made: numpy, or tensors on the device
+        self._q: list[np.ndarray | torch.Tensor | None] = [None] * self.n_layers
+        self._k: list[np.ndarray | torch.Tensor | None] = [None] * self.n_layers
         self._lse: list[dict[int, np.ndarray]] = [{} for _ in range(self.n_layers)]  # head → (T,)
         self._lock = threading.Lock()
         with torch.inference_mode():
@@ -100,13 +135,13 @@ class DecoderQueriesKeys:
         self._v: torch.Tensor | None = None  # the frontier's values (1, h_kv, T, d_k), once its q/k are made
         self._contexts: dict[int, torch.Tensor] = {}  # the frontier's heads run so far → (1, 1, T, d_k)
 
-    def layer(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
+    def layer(self, layer: int) -> tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor]:
         if self._q[layer] is None:
             with self._lock:
                 self._reach(layer)
         return self._q[layer], self._k[layer]
 
-    def head(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
+    def head(self, layer: int, head: int) -> tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor]:
         q, k = self.layer(layer)
         return q[head], k[head // (q.shape[0] // k.shape[0])]
 
@@ -128,12 +163,16 @@ class DecoderQueriesKeys:
             attn_sub, attn = self._decoder.layers[layer].sublayers[0], self._decoder.layers[layer].self_attn
             attn_in = attn_sub.norm(self._x) if attn_sub.pre_norm else self._x  # parallel residual is pre-LN too
             q, k = _queries_keys(attn, attn_in)
-            self._k[layer] = k[0].float().numpy().copy()
-            self._q[layer] = q[0].float().numpy().copy()  # last: a reader without the lock checks q
+            self._k[layer] = self._kept(k[0])
+            self._q[layer] = self._kept(q[0])  # last: a reader without the lock checks q
             if layer == self.n_layers - 1:  # the last layer's output is never read: q and k are all it gives
                 self._x = None
             else:
                 self._v = attn.split_heads(attn.w_v(attn_in), attn.h_kv)
+
+    def _kept(self, x: torch.Tensor) -> np.ndarray | torch.Tensor:
+        """A float32 copy of ``x`` the model's later layers cannot touch: on the device, or numpy."""
+        return x.float().clone() if self.on_device else x.float().numpy().copy()
 
     @torch.inference_mode()
     def _run(self, heads: list[int]) -> None:
@@ -142,17 +181,18 @@ class DecoderQueriesKeys:
         if not heads:
             return
         layer = self._frontier
-        q, k = torch.from_numpy(self._q[layer])[None], torch.from_numpy(self._k[layer])[None]
-        chosen = torch.tensor(heads)
+        q, k = (torch.as_tensor(self._q[layer])[None], torch.as_tensor(self._k[layer])[None])
+        chosen = torch.tensor(heads, device=q.device)
         kv = chosen // (q.shape[1] // k.shape[1])  # the K/V head each query head reads
         keys = k[:, kv]
         # the last layer: no values (its output is never read); the normalizers do not depend on them
-        values = keys if self._v is None else self._v[:, kv]
-        context, lse = _fused(q[:, chosen], keys, values, self.window[layer])
+        values = keys if self._v is None else self._v[:, kv].to(keys.dtype)
+        fused = _fused_on_device if self.on_device else _fused
+        context, lse = fused(q[:, chosen], keys, values, self.window[layer])
         for i, head in enumerate(heads):
-            self._lse[layer][head] = lse[0, i].float().numpy().copy()
+            self._lse[layer][head] = lse[0, i].float().cpu().numpy().copy()
             if self._v is not None:
-                self._contexts[head] = context[:, i : i + 1]
+                self._contexts[head] = context[:, i : i + 1].to(self._v.dtype)
 
     @torch.inference_mode()
     def _finish(self) -> None:
@@ -177,7 +217,7 @@ class DecoderQueriesKeys:
         self._x, self._v, self._contexts, self._frontier = x, None, {}, i + 1
 
 
-def queries_and_keys(model: Transformer, ids: torch.Tensor) -> DecoderQueriesKeys:
+def queries_and_keys(model: Transformer, ids: torch.Tensor, on_device: bool | None = None) -> DecoderQueriesKeys:
     """ids (1, T) through a decoder-only model, layer by layer as views ask; ModelError for what this
-    path cannot run."""
-    return DecoderQueriesKeys(model, ids)
+    path cannot run. ``on_device``: q/k kept as tensors where the model runs (default off the CPU)."""
+    return DecoderQueriesKeys(model, ids, on_device)

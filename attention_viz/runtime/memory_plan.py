@@ -1,0 +1,192 @@
+"""Memory planned before a run, not hoped for: the bytes a forward of T tokens needs on the model's
+device, against what that device has free, so a run that cannot fit is refused in one sentence
+(needed, free, the longest input that fits) instead of dying in the allocator halfway through.
+
+The estimate is a sum of the tensors the run holds at its peak, from the model's shape:
+
+* weights: every parameter and buffer (already resident once the model is on the device: the free
+  memory the device reports has them taken off);
+* activations: the largest layer's working set — residual stream in and out, the normalized input,
+  q/k/v and their rotated copies, the context, the feed-forward's hidden layer (two of them gated),
+  and a block of next-token logits; an eager capture adds that layer's float32 scores and softmax
+  (h × T² each) and the boolean mask; the long path adds one block of its blockwise passes instead;
+* kept: what outlives each layer — a full capture's arrays (pattern and scores layers × h × T² × 4
+  bytes each, q/context layers × h × T × d_k × 4, k/v per K/V head), or the long path's float32 q/k
+  of every layer, layers × (h + h_kv) × T × d_k × 4, and its normalizers.
+
+A part of the free memory is left aside (:data:`HEADROOM`) for what the sum leaves out: the allocator's
+rounding and fragmentation, kernels' workspaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..core.blockwise_torch import BLOCK_ROWS, CHUNK
+from ..core.hooks import KINDS
+from ..core.model import Transformer
+from ..errors import ModelError
+
+GB = 1e9
+HEADROOM = 0.9  # the share of the free memory a run may plan to use
+LOGIT_ROWS = 256  # next-token positions scored at once (backends/ours_decoder.py)
+TILES = 512  # the long path's pooled tiles per side
+SQUARE_KINDS = ("scores", "pattern")  # (query × key) arrays per head
+ROW_KINDS = {"q": "h", "context": "h", "k": "kv", "v": "kv"}  # (T × d_k) arrays per query or K/V head
+FLOAT32 = 4
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """One run's bytes on its device: what it needs and what is free."""
+
+    device: str
+    length: int
+    weights: int
+    weights_resident: bool  # already on the device: counted out of ``free`` there
+    activations: int
+    kept: int
+    free: int
+
+    @property
+    def needed(self) -> int:
+        """Bytes the run adds to the device: activations and what it keeps, plus weights not yet there."""
+        return self.activations + self.kept + (0 if self.weights_resident else self.weights)
+
+    @property
+    def fits(self) -> bool:
+        return self.needed <= HEADROOM * self.free
+
+
+def free_bytes(device: torch.device | str) -> int:
+    """Bytes a run may still take on ``device``: CUDA's free memory plus what torch's caching allocator
+    holds unused; on the CPU the available RAM (psutil, else /proc/meminfo)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
+    try:
+        import psutil
+    except ImportError:
+        return _meminfo_available()
+    return int(psutil.virtual_memory().available)
+
+
+def _meminfo_available() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024  # kB
+    raise ModelError("cannot tell the free memory of this machine (no MemAvailable in /proc/meminfo)")
+
+
+def _layers(model: Transformer) -> int:
+    """Attention layers a forward runs (each of an encoder–decoder's decoder layers counted twice)."""
+    config = model.config
+    decoder = config.N_dec or config.N
+    if config.shape == "encoder-only":
+        return config.N
+    if config.shape == "decoder-only":
+        return decoder
+    return config.N + 2 * decoder
+
+
+def weight_bytes(model: Transformer) -> int:
+    return sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+
+
+def _element(model: Transformer) -> int:
+    return next(model.parameters()).element_size()
+
+
+def activation_bytes(model: Transformer, length: int, square: bool) -> int:
+    """The largest layer's working set for ``length`` tokens; ``square``: the eager attention's
+    float32 scores and softmax and the mask (h × T² each), else one block of the long path's passes."""
+    config, b, t = model.config, _element(model), length
+    rows = t * 3 * (config.h + config.kv_heads) * config.d_k  # q, k, v, rotated q and k, context
+    stream = 3 * t * config.d_model  # residual in, out, normalized
+    ffn = t * config.d_ff * (3 if config.gated_ffn else 2) if config.feed_forward else 0
+    logits = min(t, LOGIT_ROWS) * config.vocab_size * FLOAT32 * 2 if config.generator else 0
+    if square:
+        attention = 2 * config.h * t * t * FLOAT32 + t * t
+    else:
+        attention = 3 * min(t, BLOCK_ROWS) * min(t, CHUNK) * FLOAT32 + 2 * TILES * TILES * 8
+    return (rows + stream + ffn) * b + logits + attention
+
+
+def capture_bytes(model: Transformer, length: int, kinds: Collection[str] | None) -> int:
+    """What a capture of ``kinds`` (None: every kind) keeps: float32 arrays of every layer."""
+    config, layers = model.config, _layers(model)
+    kinds = KINDS if kinds is None else kinds
+    heads = {"h": config.h, "kv": config.kv_heads}
+    square = sum(config.h * length * length for kind in SQUARE_KINDS if kind in kinds)
+    rows = sum(heads[per] * length * config.d_k for kind, per in ROW_KINDS.items() if kind in kinds)
+    return layers * (square + rows) * FLOAT32
+
+
+def long_bytes(model: Transformer, length: int) -> int:
+    """What the long path keeps: every layer's float32 q and k, and each head's normalizers."""
+    config, layers = model.config, _layers(model)
+    return layers * ((config.h + config.kv_heads) * length * config.d_k + config.h * length) * FLOAT32
+
+
+def _plan(model: Transformer, length: int, free: int | None, activations: int, kept: int,
+          device: torch.device | None) -> MemoryPlan:  # fmt: skip
+    here = next(model.parameters()).device
+    device = here if device is None else torch.device(device)
+    free = free_bytes(device) if free is None else free
+    return MemoryPlan(str(device), length, weight_bytes(model), device == here, activations, kept, free)
+
+
+def plan_capture(model: Transformer, length: int, kinds: Collection[str] | None = ("pattern",),
+                 free: int | None = None, device: torch.device | None = None) -> MemoryPlan:  # fmt: skip
+    """A forward of ``length`` tokens capturing ``kinds``, on ``device`` (default: where the model is);
+    ``free``: the device's free bytes (default: asked of the device)."""
+    return _plan(model, length, free, activation_bytes(model, length, True), capture_bytes(model, length, kinds), device)
+
+
+def plan_long(model: Transformer, length: int, free: int | None = None,
+              device: torch.device | None = None) -> MemoryPlan:  # fmt: skip
+    """The long path (core/longcontext.py) over ``length`` tokens, every layer asked for."""
+    return _plan(model, length, free, activation_bytes(model, length, False), long_bytes(model, length), device)
+
+
+def largest_length(plan: Callable[[int], MemoryPlan], limit: int) -> int:
+    """The longest input up to ``limit`` whose plan fits (0: not even one token)."""
+    lo, hi = 0, limit
+    while lo < hi:  # the needed bytes grow with the length
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if plan(mid).fits else (lo, mid - 1)
+    return lo
+
+
+def _refuse(name: str, what: str, plan: MemoryPlan, longest: int, advice: str = "") -> ModelError:
+    resident = "on top of its weights" if plan.weights_resident else f"weights ({plan.weights / GB:.2f} GB) included"
+    fits = f"at most {longest} tokens fit" if longest else "not even one token fits"
+    return ModelError(f"{name}: {what} needs about {plan.needed / GB:.2f} GB on {plan.device} "
+                      f"({resident}) but {plan.free / GB:.2f} GB is free: {fits}{advice}")
+
+
+def check_capture(model: Transformer, name: str, length: int, kinds: Collection[str] | None = ("pattern",),
+                  free: int | None = None, longer: str = "") -> MemoryPlan:  # fmt: skip
+    """:func:`plan_capture`, or a ModelError with the numbers when it does not fit; ``longer``: what
+    the caller offers for inputs past the longest that fits (e.g. the blockwise path)."""
+    plan = plan_capture(model, length, kinds, free)
+    if plan.fits:
+        return plan
+    longest = largest_length(lambda n: plan_capture(model, n, kinds, plan.free), length)
+    every = kinds is None or any(kind in kinds for kind in SQUARE_KINDS)
+    what = f"capturing every head of {length} tokens" if every else f"a forward of {length} tokens"
+    raise _refuse(name, what, plan, longest, longer)
+
+
+def check_long(model: Transformer, name: str, length: int, free: int | None = None) -> MemoryPlan:
+    """:func:`plan_long`, or a ModelError with the numbers when it does not fit."""
+    plan = plan_long(model, length, free)
+    if plan.fits:
+        return plan
+    longest = largest_length(lambda n: plan_long(model, n, plan.free), length)
+    raise _refuse(name, f"reading {length} tokens blockwise", plan, longest)
