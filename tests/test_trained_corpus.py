@@ -9,7 +9,19 @@ from collections import Counter
 import pytest
 
 from attention_viz.trained import corpus
-from attention_viz.trained.corpus import Pair, Vocab, generate, is_held_out, length_bucket, splits
+from attention_viz.trained.corpus import (
+    Pair,
+    construction,
+    generate,
+    is_held_out,
+    length_bucket,
+    lexicon,
+    render,
+    sampling,
+    splits,
+    trees,
+)
+from attention_viz.trained.vocab import Vocab, build_vocabs
 
 SMALL = (3000, 300, 920)  # 920 test sentences = 40 per source length 3..25
 ADJ = {a.en: a for a in corpus.ADJECTIVES}
@@ -65,9 +77,9 @@ def _targets_aligned_to(pair: Pair, i: int, content_only: bool = True) -> list[i
     ]
 
 
-def _sentence(*clauses: corpus._Clause) -> Pair:
+def _sentence(*clauses: trees.Clause) -> Pair:
     """Render a hand-built tree (for the documented examples)."""
-    return corpus._to_pair(corpus._Sentence(list(clauses)), ())
+    return render.to_pair(trees.Sentence(list(clauses)), ())
 
 
 def _verb(en: str) -> corpus.Verb:
@@ -104,7 +116,7 @@ def test_source_lengths_and_test_buckets(split: dict[str, list[Pair]], sample: l
     assert set(buckets) == {"3-5", "6-10", "11-15", "16-20", "21-25"}
     assert min(buckets.values()) >= 100
     # With the default sizes every bucket of the test set gets at least 250 sentences.
-    default_lengths = corpus._apportion(corpus.DEFAULT_SIZES[2], corpus._EVAL_LENGTH_WEIGHTS)
+    default_lengths = sampling._apportion(corpus.DEFAULT_SIZES[2], sampling._EVAL_LENGTH_WEIGHTS)
     assert min(Counter(map(length_bucket, default_lengths)).values()) >= 250
 
 
@@ -161,18 +173,25 @@ def test_translation_is_a_function_of_the_source(
     by_en = {w.en: w for w in (*corpus.NOUNS, *corpus.ADJECTIVES, *corpus.VERBS)}
     agents = (by_en["council"], by_en["commission"])
     things = (by_en["law"], by_en["agreement"])
-    monkeypatch.setattr(corpus, "NOUNS", agents + things)
-    monkeypatch.setattr(corpus, "_AGENTS", agents)
-    monkeypatch.setattr(corpus, "_THINGS", things)
-    monkeypatch.setattr(corpus, "ADJECTIVES", (by_en["european"], by_en["urban"], by_en["social"]))
-    monkeypatch.setattr(corpus, "_TRANSITIVE", (by_en["sign"],))
-    monkeypatch.setattr(corpus, "_INTRANSITIVE", (by_en["vote"],))
-    monkeypatch.setattr(corpus, "COUNTS", (3,))
-    monkeypatch.setattr(corpus, "DAYS", (1,))
-    monkeypatch.setattr(corpus, "YEARS", (1998,))
-    monkeypatch.setattr(corpus, "MONTHS", (("may", "mai"),))
     preps = ("on", "at", "within", "because of")
-    monkeypatch.setattr(corpus, "PREPOSITIONS", {p: corpus.PREPOSITIONS[p] for p in preps})
+    shrunk = {
+        "NOUNS": agents + things,
+        "AGENTS": agents,
+        "THINGS": things,
+        "ADJECTIVES": (by_en["european"], by_en["urban"], by_en["social"]),
+        "TRANSITIVE": (by_en["sign"],),
+        "INTRANSITIVE": (by_en["vote"],),
+        "COUNTS": (3,),
+        "DAYS": (1,),
+        "YEARS": (1998,),
+        "MONTHS": (("may", "mai"),),
+        "PREPOSITIONS": {p: corpus.PREPOSITIONS[p] for p in preps},
+    }
+    # Every module of the package that binds a word list reads its own name: patch each one.
+    for name, value in shrunk.items():
+        for module in (corpus, lexicon, trees, construction, render, sampling):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, value)
     tiny = generate(12000, seed=3)
     repeated = check(tiny)
     assert repeated > 1000
@@ -188,18 +207,18 @@ def test_tree_invariants_that_keep_the_translation_unambiguous() -> None:
     rng = random.Random(0)
     relatives = 0
     for length in list(range(3, 26)) * 60:
-        tree = corpus._random_sentence(rng, length)
-        for np in corpus._all_nps(tree):
+        tree = construction.random_sentence(rng, length)
+        for np in trees.all_nps(tree):
             if np.rel is None:
                 continue
             relatives += 1
             assert np.of is None and not np.in_relative
             clause = np.rel.clause
-            if np.rel.kind == "object" or corpus._is_passive(clause.form):
+            if np.rel.kind == "object" or trees.is_passive(clause.form):
                 assert not np.noun.agent  # only "things" are signed
             else:
                 assert clause.subject is None
-            assert all(inner.rel is None for inner in corpus._nps_of_clause(clause))
+            assert all(inner.rel is None for inner in trees._nps_of_clause(clause))
     assert relatives > 300
 
 
@@ -247,8 +266,8 @@ def test_held_out_rule_is_a_fixed_tenth_of_combinations() -> None:
 
 
 def test_documented_adjective_reordering_example() -> None:
-    area = corpus._NP(NOUN_SG["area"], False, "the", adjs=[ADJ["european"], ADJ["economic"]])
-    pair = _sentence(corpus._Clause(_verb("sign"), "passive_past", area, None))
+    area = trees.NP(NOUN_SG["area"], False, "the", adjs=[ADJ["european"], ADJ["economic"]])
+    pair = _sentence(trees.Clause(_verb("sign"), "passive_past", area, None))
     assert " ".join(pair.source) == "the european economic area was signed ."
     assert " ".join(pair.target) == "la zone économique européenne a été signée ."
     assert pair.alignment == (0, 3, 2, 1, 4, 4, 5, 6)
@@ -301,11 +320,11 @@ def test_articles_agree_in_gender_and_number(sample: list[Pair]) -> None:
 
 
 def test_feminine_agreement_example() -> None:
-    law = corpus._NP(NOUN_SG["law"], False, "a", adjs=[ADJ["recent"]])
-    council = corpus._NP(NOUN_SG["council"], False, "the")
-    signed = corpus._Clause(_verb("sign"), "past", council, None)
-    law.rel = corpus._Relative("that", "object", signed)
-    pair = _sentence(corpus._Clause(_verb("reject"), "passive_past", law, None))
+    law = trees.NP(NOUN_SG["law"], False, "a", adjs=[ADJ["recent"]])
+    council = trees.NP(NOUN_SG["council"], False, "the")
+    signed = trees.Clause(_verb("sign"), "past", council, None)
+    law.rel = trees.Relative("that", "object", signed)
+    pair = _sentence(trees.Clause(_verb("reject"), "passive_past", law, None))
     assert " ".join(pair.source) == "a recent law that the council signed was rejected ."
     # une / récente / signée (preceding direct object) / rejetée (passive subject): all feminine.
     assert " ".join(pair.target) == "une loi récente que le conseil a signée a été rejetée ."
@@ -342,9 +361,9 @@ def test_passive_was_signed(sample: list[Pair]) -> None:
     ],
 )  # fmt: skip
 def test_verb_forms(form: str, negated: bool, source: str, target: str) -> None:
-    council = corpus._NP(NOUN_SG["council"], False, "the")
-    treaty = corpus._NP(NOUN_SG["treaty"], False, "the")
-    clause = corpus._Clause(_verb("sign"), form, council, treaty, negated=negated)  # type: ignore
+    council = trees.NP(NOUN_SG["council"], False, "the")
+    treaty = trees.NP(NOUN_SG["treaty"], False, "the")
+    clause = trees.Clause(_verb("sign"), form, council, treaty, negated=negated)  # type: ignore
     pair = _sentence(clause)
     assert (" ".join(pair.source), " ".join(pair.target)) == (source, target)
 
@@ -401,7 +420,7 @@ def test_english_word_classes_do_not_overlap() -> None:
 
 
 def test_vocab_round_trip_and_json(split: dict[str, list[Pair]]) -> None:
-    src_vocab, tgt_vocab = corpus.build_vocabs(split["train"])
+    src_vocab, tgt_vocab = build_vocabs(split["train"])
     assert src_vocab.itos[:4] == ["<pad>", "<bos>", "<eos>", "<unk>"]
     assert (Vocab.PAD, Vocab.BOS, Vocab.EOS, Vocab.UNK) == (0, 1, 2, 3)
     assert "économique" in tgt_vocab and "économique" not in src_vocab

@@ -27,7 +27,7 @@ from ..core.result import AttentionResult
 from ..inputs.tokens import Tokens, from_words
 from ..trained import caption_checkpoint, scenes
 from ..trained.captioner import images_to_tensor
-from ..trained.corpus import Vocab
+from ..trained.vocab import Vocab
 from .base import Backend
 
 NAME = "show-attend-tell"

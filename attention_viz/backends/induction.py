@@ -21,7 +21,7 @@ from ..core.names import Group
 from ..core.result import AttentionResult
 from ..inputs.tokens import Tokens, from_words
 from ..trained import checkpoint
-from ..trained.corpus import Vocab
+from ..trained.vocab import Vocab
 from ..trained.induction_data import MAX_SEGMENT, MIN_SEGMENT, SYMBOLS
 from .base import Backend, Outputs, check_text
 from .ours import ablation_context, output_projection

@@ -181,7 +181,7 @@ def encoder_sides(backend: Backend, clean: str, corrupt: str, answer: str, wrong
 
 def translation_sides(backend: Backend, clean: str, corrupt: str, answer: str,
                       wrong: str) -> tuple[Side, Side, str]:
-    from ..trained.corpus import Vocab
+    from ..trained.vocab import Vocab
     from ..trained.decoding import greedy
 
     model, vocab = backend.model, backend.tgt_vocab  # type: ignore[attr-defined]

@@ -32,7 +32,8 @@ import torch
 
 from ..trained import checkpoint
 from ..trained.decoding import greedy
-from ..trained.corpus import Vocab, generate
+from ..trained.corpus import generate
+from ..trained.vocab import Vocab
 from ..core.hooks import capture
 from ..analysis.ablation import Ablation
 from ..analysis.probes import sequence_probes

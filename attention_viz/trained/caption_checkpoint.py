@@ -2,7 +2,7 @@
 
     config.json        {"architecture": "show-attend-tell", "config": {...CaptionerConfig}}
     model.safetensors  the weights, float32
-    vocab.json         the caption Vocab (corpus.Vocab.to_json)
+    vocab.json         the caption Vocab (vocab.Vocab.to_json)
     training.json      how it was trained (for the model card)
 
 As for the translation models, weights are read with ``safetensors`` only and must match the
@@ -19,9 +19,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from .captioner import CaptionerConfig, ShowAttendTell
-from .corpus import Vocab
 from .shipped import CAPTIONER_FILES as FILES
 from .shipped import missing
+from .vocab import Vocab
 
 ARCHITECTURE = "show-attend-tell"
 

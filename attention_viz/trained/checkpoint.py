@@ -4,7 +4,7 @@ A model folder holds::
 
     config.json        {"architecture": "transformer" | "rnn", "config": {...}}  (the model's dataclass)
     model.safetensors  the weights, float32
-    src_vocab.json     source Vocab (corpus.Vocab.to_json)
+    src_vocab.json     source Vocab (vocab.Vocab.to_json)
     tgt_vocab.json     target Vocab
     training.json      how it was trained: data, hyperparameters, steps, time, losses (for the model card)
 
@@ -23,12 +23,12 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from ..core.model import TransformerConfig
-from .corpus import Vocab
 from .rnn import RNNConfig, RNNSeq2Seq
 from .shipped import MODELS_DIR
 from .shipped import TRANSFORMER_FILES as FILES
 from .shipped import missing
 from .transformer import TranslationTransformer
+from .vocab import Vocab
 
 ARCHITECTURES = ("transformer", "rnn")
 

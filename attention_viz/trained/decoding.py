@@ -20,7 +20,7 @@ import torch
 from ..core.hooks import capture
 from ..core.names import CROSS, parse_hook_name
 from .checkpoint import TrainedModel
-from .corpus import Vocab
+from .vocab import Vocab
 
 
 def pad(seqs: Sequence[Sequence[int]], pad_id: int = Vocab.PAD) -> tuple[torch.Tensor, torch.Tensor]:

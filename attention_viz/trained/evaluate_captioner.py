@@ -32,7 +32,7 @@ from ..core.hooks import capture
 from . import caption_checkpoint, scenes
 from .captioner import ShowAttendTell, images_to_tensor
 from .checkpoint import MODELS_DIR
-from .corpus import Vocab
+from .vocab import Vocab
 
 NAME = "show-attend-tell"
 DEFAULT_SCENES = 1000

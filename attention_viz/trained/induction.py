@@ -34,9 +34,9 @@ from torch import nn
 
 from ..core.model import Transformer, TransformerConfig
 from . import checkpoint
-from .corpus import Vocab
 from .induction_data import CONFIG, MAX_SEGMENT, MIN_SEGMENT, NAME, SYMBOLS
 from .train import deterministic
+from .vocab import Vocab
 
 # enough steps for the induction score to settle at every segment length (the model card measures it)
 STEPS, BATCH, LR, WARMUP = 12_000, 32, 1e-3, 200

@@ -43,10 +43,11 @@ from torch import nn
 
 from ..core.model import TransformerConfig
 from . import checkpoint
-from .corpus import DEFAULT_SIZES, Pair, Vocab, build_vocabs, splits
+from .corpus import DEFAULT_SIZES, Pair, splits
 from .decoding import decoder_io, greedy, pad, until_eos
 from .rnn import RNNConfig, RNNSeq2Seq
 from .transformer import TranslationTransformer
+from .vocab import Vocab, build_vocabs
 
 CORPUS_SEED = 0
 

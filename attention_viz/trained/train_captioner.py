@@ -31,9 +31,9 @@ from torch import nn
 from . import caption_checkpoint, scenes
 from .captioner import CaptionerConfig, ShowAttendTell, doubly_stochastic_penalty, images_to_tensor
 from .checkpoint import MODELS_DIR
-from .corpus import Vocab
 from .decoding import decoder_io
 from .train import Hyper, deterministic, learning_rate
+from .vocab import Vocab
 
 NAME = "show-attend-tell"
 
