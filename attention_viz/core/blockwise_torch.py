@@ -63,12 +63,19 @@ def _first_key(rows: range, cols: range, window: int | None) -> int:
 
 
 def _mask_outside(s: torch.Tensor, rows: range, cols: range, window: int | None) -> None:
-    """−inf (in place) where key c of ``cols`` lies in the future of query r of ``rows``, or, given a
-    ``window``, W or more positions back. ``s`` is (rows, cols)."""
-    offset = (torch.arange(rows.start, rows.stop, device=s.device)[:, None]
-              - torch.arange(cols.start, cols.stop, device=s.device)[None, :])  # fmt: skip
-    outside = offset < 0 if window is None else (offset < 0) | (offset >= window)
-    s.masked_fill_(outside, NEG_INF)
+    """−inf (in place) where key c of ``cols`` lies in the future of query r of ``rows`` (only keys
+    after rows.start can) or, given a ``window``, W or more positions back (only keys before
+    rows.stop − W can). ``s`` is (rows, cols); blocks wholly inside the band are left alone."""
+    future = cols.stop - 1 > rows.start
+    gone = window is not None and cols.start < rows.stop - window
+    if not (future or gone):
+        return
+    row = torch.arange(rows.start, rows.stop, device=s.device)[:, None]
+    col = torch.arange(cols.start, cols.stop, device=s.device)[None, :]
+    if future:
+        s.masked_fill_(col > row, NEG_INF)
+    if gone:
+        s.masked_fill_(col <= row - window, NEG_INF)
 
 
 def _logits(q: torch.Tensor, k: torch.Tensor, rows: range, cols: range, causal: bool,
@@ -102,7 +109,8 @@ def _tiles(q: torch.Tensor, k: torch.Tensor, rows: range, cols: range, tile: int
         tile_max[:, first : first + block_max.shape[1]] = block_max
         if sums:
             shift = torch.where(torch.isfinite(block_max), block_max, 0.0)
-            tile_sum[:, first : first + block_max.shape[1]] = torch.exp(s - shift[:, :, None]).sum(dim=2)
+            s.sub_(shift[:, :, None]).exp_()  # in place: the block's logits are ours alone
+            tile_sum[:, first : first + block_max.shape[1]] = s.sum(dim=2)
     return tile_max, tile_sum
 
 
