@@ -14,6 +14,8 @@ apply_process_settings()
 
 # atlases the app builds go to a folder of this run (the served app inherits it), never ~/.cache
 os.environ["ATTENTION_VIZ_ATLAS_ROOT"] = tempfile.mkdtemp(prefix="attention-viz-atlas-")
+# and a build started from the page reads 48 probes (every relation), not the full set
+os.environ["ATTENTION_VIZ_ATLAS_CORPUS"] = "probes:48"
 
 # test helpers (browser.py) import as plain modules
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -42,7 +44,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # runs any of them starts a server (~14 CPU-s with its first run), Chromium and a tab whose first page
 # load is cold (~+5.5 CPU-s), once.
 APP_IN_A_BROWSER = ("test_browser.py", "test_browser_hostile.py", "test_browser_links.py", "test_browser_many.py",
-                    "test_browser_image.py", "test_browser_levels.py")
+                    "test_browser_image.py", "test_browser_levels.py", "test_browser_atlas_build.py")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):

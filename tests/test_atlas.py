@@ -81,6 +81,12 @@ def test_show_json_contract_and_values(reference, capsys):
     assert relations["previous_token"]["baseline"] == {"offset": -1, "accuracy": 1.0}
 
 
+def test_the_workers_progress_counts_every_record_once(reference):
+    # two actors appended a line per batch to one log: none lost, none counted twice
+    assert layout.progress_rows(reference) == PROBES
+    assert layout.read_manifest(reference)["corpus"]["pending"] == PROBES
+
+
 def test_corpus_statistics_equal_a_direct_computation(reference):
     """Token-weighted means over every query row, and relation accuracies, recomputed here sentence by sentence."""
     torch = pytest.importorskip("torch")

@@ -1,6 +1,6 @@
 """Atlas builds started from the app: a separate ``atlas build`` process (Ray never starts inside
-the web server), its progress read from the shards it has written, its error output kept in the
-atlas folder (``build.log``), never beside it."""
+the web server), its progress read from what its workers write as they go (the progress log, and the
+shards of earlier runs), its error output kept in the atlas folder (``build.log``), never beside it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ class BuildStatus:
     done: int = 0  # corpus records in the shards so far
     total: int = 0  # records in the corpus (0 until the build has read it)
     message: str = ""
+    left: float | None = None  # seconds still to go, estimated from this run's pace so far (None: no pace yet)
 
 
 def records_done(out: Path) -> int:
@@ -37,6 +39,7 @@ def records_done(out: Path) -> int:
 class BuildJobs:
     def __init__(self) -> None:
         self._jobs: dict[str, tuple[subprocess.Popen, Path]] = {}
+        self._first: dict[str, tuple[float, int]] = {}  # folder → (when, records) at the first batch seen done
         self._lock = threading.Lock()
 
     def start(self, model: str, corpus: str, out: str | Path) -> None:
@@ -54,6 +57,7 @@ class BuildJobs:
                 process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr,
                                            env={**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")})
             self._jobs[str(out)] = (process, log)
+            self._first.pop(str(out), None)
 
     def status(self, out: str | Path) -> BuildStatus:
         out = Path(out)
@@ -67,6 +71,35 @@ class BuildJobs:
             return BuildStatus("absent", records_done(out), total)
         process, log = job
         if process.poll() is None:
-            return BuildStatus("running", records_done(out), total)
+            return self._running(out, manifest or {}, total)
         lines = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.startswith("error:")]
         return BuildStatus("failed", records_done(out), total, lines[-1] if lines else f"exit code {process.returncode}")
+
+    def _running(self, out: Path, manifest: dict, total: int) -> BuildStatus:
+        """Records done = those earlier runs left in shards + the batches this run's workers finished.
+        The pace is measured from the first finished batch on, so loading the models and starting Ray
+        (before any batch) do not stretch the estimate."""
+        pending = manifest.get("corpus", {}).get("pending")
+        if not total or pending is None:  # still reading the corpus
+            return BuildStatus("running", records_done(out), total)
+        done_now = layout.progress_rows(out)
+        done = min(total, total - int(pending) + done_now)
+        now = time.monotonic()
+        with self._lock:
+            first = self._first.setdefault(str(out), (now, done_now)) if done_now else None
+        left = None
+        if first is not None and now > first[0] and done_now > first[1]:
+            pace = (done_now - first[1]) / (now - first[0])  # records a second
+            left = (total - done) / pace
+        return BuildStatus("running", done, total, left=left)
+
+
+def progress_line(status: BuildStatus, corpus: str = "probes") -> str:
+    """What the page says under its progress bar while a build runs."""
+    if not status.total:
+        return f"Building the {corpus} atlas: reading the corpus…"
+    line = f"Building the {corpus} atlas: {status.done:,} of {status.total:,} sentences"
+    if status.left is None:  # no batch finished twice yet: the workers are starting
+        return f"{line} · estimating the time left…"
+    minutes = round(status.left / 60)
+    return f"{line} · {'under a minute' if minutes < 1 else f'about {minutes} min'} left"

@@ -3,6 +3,7 @@
 ```
 DIR/.attention-viz-atlas   the marker: `atlas build` made this folder (it removes or rewrites nothing in a folder without it)
 DIR/build.log              a build started from the app: its error output
+DIR/progress.log           one line per batch a worker finished in the current run: its row count
 DIR/manifest.json          model, corpus hash, counts, dimensions, schema version, complete?
 DIR/pending/part-*.parquet  the corpus rows still to run (a build's input; removed when it completes)
 DIR/shards/*.parquet        one row per corpus record, written by the Ray workers (see pipeline.SCHEMA)
@@ -24,6 +25,7 @@ from ..errors import ModelError
 SCHEMA_VERSION = 2  # 2: keys per KV head (grouped-query models), tokens dropped per line
 MARKER = ".attention-viz-atlas"
 LOG = "build.log"
+PROGRESS = "progress.log"  # appended by every worker (one short write a batch), read by the page's progress bar
 MANIFEST = "manifest.json"
 PENDING = "pending"
 SHARDS = "shards"
@@ -71,6 +73,22 @@ def write_manifest(out: Path, manifest: dict) -> None:
     temporary = path.with_suffix(".json.tmp")
     temporary.write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
     os.replace(temporary, path)
+
+
+def note_progress(out: Path, rows: int) -> None:
+    """Add a finished batch of ``rows`` records to the run's progress. One short append: writes of a
+    line in append mode never interleave, so workers in several processes share the file safely."""
+    with open(Path(out) / PROGRESS, "a", encoding="utf-8") as log:
+        log.write(f"{rows}\n")
+
+
+def progress_rows(out: Path) -> int:
+    """Records the workers of the current run have finished so far (0 before the first batch)."""
+    try:
+        text = (Path(out) / PROGRESS).read_text(encoding="utf-8")
+    except OSError:
+        return 0
+    return sum(int(line) for line in text.splitlines() if line.strip().isdigit())
 
 
 def shard_files(out: Path) -> list[Path]:

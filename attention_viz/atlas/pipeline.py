@@ -118,6 +118,7 @@ def plan(source: Source, out: Path, done: np.ndarray, sample_tokens: int, js_sen
     """Write ``pending/`` and decide the sampling thresholds from the corpus size."""
     folder = out / layout.PENDING
     layout.remove(out, layout.PENDING)  # a killed build's leftovers; refused in a folder we did not make
+    layout.remove(out, layout.PROGRESS)  # the progress of a run before this one
     folder.mkdir(parents=True)
     records = source.records()
     if progress:
@@ -182,7 +183,8 @@ def run_ray(model: str, out: Path, plan_: Plan, workers: int | None, worker_cpus
                                   compute=ray.data.TaskPoolStrategy(size=1))
     shards = dataset.map_batches(
         AtlasWorker,
-        fn_constructor_kwargs={"model": model, "sample_below": plan_.sample_below, "js_below": plan_.js_below},
+        fn_constructor_kwargs={"model": model, "sample_below": plan_.sample_below, "js_below": plan_.js_below,
+                               "progress": str(out)},
         batch_size=BATCH_ROWS,
         batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(size=workers),
@@ -295,6 +297,7 @@ def build_atlas(
             shutil.rmtree(out, ignore_errors=True)
         raise
     manifest["corpus"]["records"] = the_plan.records
+    manifest["corpus"]["pending"] = the_plan.pending  # this run's share: the rest is in shards already
     manifest["sampling"] = {"sample_below": the_plan.sample_below, "js_below": the_plan.js_below}
     layout.write_manifest(out, manifest)
     if the_plan.pending:

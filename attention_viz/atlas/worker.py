@@ -13,11 +13,14 @@ model (Llama, Qwen2, Mistral) has fewer key heads than query heads.
 
 from __future__ import annotations
 
-import pyarrow as pa
+from pathlib import Path
+
 import numpy as np
+import pyarrow as pa
 
 from ..errors import ModelError
 from ..core.names import DECODER_SELF, ENCODER_SELF
+from .layout import note_progress
 from .stats import STATS, js_divergences, relation_predictions, sentence_stats, token_kinds, upper
 
 def shard_schema(layers: int, heads: int, kv_heads: int, d_k: int, d_model: int) -> pa.Schema:
@@ -67,7 +70,8 @@ class AtlasWorker:
     """Holds one model; turns corpus rows into shard rows. ``sample_below`` / ``js_below``: a row whose
     ``priority`` is under the threshold gets its q/k/layer outputs sampled / its JS matrix computed."""
 
-    def __init__(self, model: str, sample_below: float, js_below: float, threads: int = 1) -> None:
+    def __init__(self, model: str, sample_below: float, js_below: float, threads: int = 1,
+                 progress: str | None = None) -> None:
         import torch
 
         from ..backends.registry import load_backend
@@ -75,6 +79,7 @@ class AtlasWorker:
         torch.set_num_threads(threads)  # one core per worker: Ray runs one worker per core
         self.backend = load_backend(model)
         self.sample_below, self.js_below = sample_below, js_below
+        self.progress = progress  # the atlas folder whose progress log each finished batch adds to
         self.kinds = ("pattern", "q", "k") if {"q", "k"} <= set(self.backend.kinds) else ("pattern",)
         # a dry run gives the model's dimensions, on a text it can read (the induction model reads symbols)
         result, states = self.backend.layer_states(self.backend.probe_texts(1)[0], kinds=self.kinds)
@@ -93,7 +98,10 @@ class AtlasWorker:
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = batch.to_pylist()
         rows.sort(key=lambda row: (row["words"], row["line"]))  # already grouped by length; keep it so
-        return self.process(rows)
+        table = self.process(rows)
+        if self.progress is not None:
+            note_progress(Path(self.progress), len(rows))
+        return table
 
     def process(self, rows: list[dict]) -> pa.Table:
         outputs = [self.sentence(row) for row in rows]

@@ -115,6 +115,20 @@ ATLAS_ROOT_ENV = "ATTENTION_VIZ_ATLAS_ROOT"
 ATLAS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 
+ATLAS_CORPUS_ENV = "ATTENTION_VIZ_ATLAS_CORPUS"
+PROBES_SPEC = re.compile(r"probes(:[1-9][0-9]{0,6}(:[0-9]{1,9})?)?")
+
+
+def page_corpus() -> str:
+    """The corpus an atlas built from the page reads: the built-in probes, or as many of them as the
+    operator sets in ``ATTENTION_VIZ_ATLAS_CORPUS`` (``probes:N``, a quicker build on a small server).
+    Never a file: the page builds only what the app ships."""
+    spec = os.environ.get(ATLAS_CORPUS_ENV, "").strip() or "probes"
+    if not PROBES_SPEC.fullmatch(spec):
+        raise ModelError(f"{ATLAS_CORPUS_ENV}={spec!r}: the page builds from the probes only (probes or probes:N)")
+    return spec
+
+
 def atlas_root() -> Path:
     """``ATTENTION_VIZ_ATLAS_ROOT``, else the user's cache folder (``$XDG_CACHE_HOME`` or ``~/.cache``)
     ``/attention-viz/atlas``; symlinks resolved, so "inside" is decided on real paths."""

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from ...runtime.access import atlas_folder, atlas_name, atlas_names
+from ...runtime.access import atlas_folder, atlas_name, atlas_names, page_corpus
 from ...atlas.embedding import METHODS, EmbeddingJobs
-from ...atlas.jobs import BuildJobs
+from ...atlas.jobs import BuildJobs, progress_line
 from ...atlas import layout
 from ...atlas.stats import STATS
 from ...atlas.store import Atlas, truncation_note
@@ -25,6 +25,7 @@ from ..export import chart
 from ..tables import clicked_tile
 
 CHART = {"displaylogo": False}
+PROGRESS_EVERY = 2  # seconds between redraws of a running build's progress
 CLICKED = "_atlas_clicked"  # (layer, head) clicked in the grid or the map, applied on the rerun
 
 
@@ -55,20 +56,32 @@ def _build_panel(model: str, folder: Path, name: str) -> None:
         plain.error(_named(error, folder, name))
         return
     if status.state == "running":
-        st.progress(status.done / status.total if status.total else 0.0,
-                    text=f"Building the probes atlas: {status.done} of {status.total or '?'} sentences")
-        st.button("Refresh", key="atlas_refresh")
+        _progress(folder, name)
         return
     if status.state == "failed":
         plain.error(f"The build stopped: {_named(status.message, folder, name)}")
     label = "Resume the build" if status.done else f"Build the probes atlas of {model}"
     if st.button(label, key="atlas_build"):
         try:
-            _builds().start(model, "probes", folder)
+            _builds().start(model, page_corpus(), folder)
         except ModelError as error:  # a folder in the root that a build did not make: left as it is
             plain.error(_named(error, folder, name))
             return
         st.rerun()
+
+
+@st.fragment(run_every=PROGRESS_EVERY)
+def _progress(folder: Path, name: str) -> None:
+    """The running build's progress, redrawn on its own every few seconds; when the build ends the
+    whole page runs again and opens the atlas (or says why it stopped), with no reload."""
+    try:
+        status = _builds().status(folder)
+    except ModelError as error:
+        plain.error(_named(error, folder, name))
+        return
+    if status.state != "running":
+        st.rerun()
+    st.progress(status.done / status.total if status.total else 0.0, text=progress_line(status))
 
 
 def choose_clicked(clicked: tuple[int, int] | None, source: str) -> None:
@@ -99,8 +112,8 @@ def render(result: AttentionResult) -> None:
         plain.error(error)
         return
     if summary is None:
-        plain.info(f"No finished atlas named {name} yet. Build one here (probes, ~1 min per 1,000 sentences on "
-                   "2 cores) or with `python -m attention_viz atlas build`.")
+        plain.info(f"No finished atlas named {name} yet. Build one here from the probes (the page shows its progress "
+                   "and opens the atlas when it is done) or with `python -m attention_viz atlas build`.")
         _build_panel(model, folder, name)
         return
     plain.caption(f"{atlas.manifest['model']} on {atlas.manifest['corpus']['source']}: {summary['sentences']} sentences, "
