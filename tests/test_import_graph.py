@@ -120,6 +120,14 @@ def test_packages_import_only_downward():
     assert upward == set()
 
 
+MAX_LINES = 600  # a module a newcomer reads in one sitting; past it, split it along its sections
+
+
+def test_no_module_is_longer_than_a_sitting():
+    long = {module: n for module, path in MODULES.items() if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert long == {}
+
+
 def test_the_top_level_holds_entry_points_only():
     top = sorted(path.name for path in PACKAGE.glob("*.py"))
     assert top == ["__init__.py", "__main__.py", "api.py", "errors.py"]

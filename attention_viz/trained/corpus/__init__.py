@@ -10,7 +10,7 @@ Public API
 ----------
 ``generate(n, seed, *, held_out="any") -> list[Pair]``: i.i.d. pairs, lengths uniform in 3..25.
 ``splits(seed=0, sizes=(40000, 2000, 2000)) -> {"train": [...], "dev": [...], "test": [...]}``
-(about 10 s for the default sizes).  ``is_held_out``, ``length_bucket`` and ``LENGTH_BUCKETS``
+``is_held_out``, ``length_bucket`` and ``LENGTH_BUCKETS``
 for evaluation reports.  The vocabularies built from the pairs (``Vocab``, ``build_vocabs``) are
 in :mod:`attention_viz.trained.vocab`.
 
