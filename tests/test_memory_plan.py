@@ -17,6 +17,7 @@ from test_long_window import mistral
 from test_ours_decoder import save
 
 from attention_viz.backends.registry import load_backend
+from attention_viz.cli import main
 from attention_viz.errors import ModelError
 from attention_viz.runtime import memory_plan
 from attention_viz.runtime.memory_plan import (
@@ -130,3 +131,13 @@ def test_free_memory_is_asked_of_the_machine():
     total = next(int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
                  if line.startswith("MemTotal:"))  # fmt: skip
     assert 0 < free_bytes("cpu") <= total and 0 < memory_plan._meminfo_available() <= total
+
+
+def test_the_command_line_refuses_in_one_line(backend, monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(memory_plan, "free_bytes", lambda device: 3 * 10**6)
+    code = main(["run", "--model", backend.name, "--text", long_text(600), "--kinds", "all",
+                 "--out", str(tmp_path / "r.npz")])  # fmt: skip
+    error = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in error and "Traceback" not in error and not (tmp_path / "r.npz").exists()
+    needed, free, longest = numbers(error)
+    assert free == 0.0 and needed > 0.01 and 0 < longest < 600  # 3 MB free is 0.00 GB
