@@ -27,6 +27,7 @@ from attention_viz.ui import cache, plain
 from attention_viz.ui.export import image_format_picker, result_downloads
 from attention_viz.ui.inputs import request_panel
 from attention_viz.ui.state import remember, seed_from_url, share, write_to_url
+from attention_viz.ui.text_window import window_text
 from attention_viz.ui.views import (
     ablation,
     atlas,
@@ -98,8 +99,10 @@ def run_model(say_dropped: bool = True):
     if not request.text.strip():
         st.info("Type a sentence in the sidebar (or pick an example) to see its attention.")
         return None
+    # a text past the model's limit: the window the sidebar picks (the downloads of a whole-text view: the first)
+    text = window_text(request.model, request.text, request.window_slot) if say_dropped else request.text
     try:
-        result = cache.run(request.model, request.text, request.target)
+        result = cache.run(request.model, text, request.target)
     except ModelError as error:
         plain.error(error)
         return None
@@ -150,7 +153,7 @@ if view in STANDALONE:
 elif reads_whole_text():
     limit = cache.backend(request.model).max_tokens
     st.info(f"The text is longer than the {limit} tokens the other views capture: this view reads all of it "
-            f"block by block; the other views show the first {limit}.")
+            f"block by block; the other views show it {limit} tokens at a time, in windows.")
     show(WHOLE_TEXT[view], request.model, request.text)
     # the tensors of the first tokens need the ordinary run: made when the box is opened, not on every upload
     with st.expander(f"Download the attention tensors (the first {limit} tokens)", key="long_downloads",

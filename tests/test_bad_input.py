@@ -126,9 +126,11 @@ def test_app_handles_it(name, session):
         assert messages(at) == [TYPE_A_SENTENCE] and not charts(at) and not level_maps(at)
     elif isinstance(expected, str):
         assert messages(at) == [expected] and not charts(at) and not level_maps(at)
-    elif name in DROPPED:  # 512 × 512: the levels element, with every token's label
-        assert messages(at) == [f"The text is longer than the model's 512 tokens: the last {DROPPED[name]} tokens "
-                                "were dropped."]
+    elif name in DROPPED:  # 512 × 512: the levels element, with every token's label of the first window
+        total = 510 + DROPPED[name]  # windows of 510 tokens and [CLS], [SEP]: its cuts fall between words
+        assert messages(at) == [f"The text has {total:,} tokens, more than the model's 512: the views show tokens "
+                                f"1–510 of {total:,} (window 1 of {-(-total // 510)}); the sidebar's “Window of the "
+                                "text” slider picks another."]
         [(header, _, _)] = level_maps(at)
         assert header["query_names"] == [f"{i}: {label}" for i, label in enumerate(["[CLS]", *expected, "[SEP]"])]
     else:

@@ -166,8 +166,8 @@ def test_head_view_on_a_long_text_draws_tiles_then_exact_cells(folders):
     again.text_area(key="text").set_value(long_text(seed=1)).run()  # a new text opens on the whole of it
     assert problems(again) == [] and level_maps(again)[0][2].shape == (501, 501)
     again.text_area(key="text").set_value(text).run()
-    switch_view(again, "focus")  # the other views read the first 1,024 tokens, and say so
-    assert any("tokens were dropped" in w.value for w in again.warning)
+    switch_view(again, "focus")  # the other views read a window of 1,024 tokens, and say which
+    assert any("(window 1 of " in info.value for info in again.info)
 
 
 def test_grid_view_on_a_long_text_draws_every_head_from_its_whole_pattern(folders):
@@ -215,8 +215,9 @@ def test_the_long_views_make_no_ordinary_run_until_its_tensors_are_asked_for(fol
     at.session_state["long_downloads"] = True  # the box opened
     at.run()
     assert problems(at) == [] and runs == [text] and len(at.get("download_button")) == 2 and not at.warning
-    switch_view(at, "focus")  # a view that draws the first 1,024 tokens: the same (cached) run
-    assert problems(at) == [] and runs == [text] and any("tokens were dropped" in w.value for w in at.warning)
+    switch_view(at, "focus")  # a view that draws a window of 1,024 tokens: the run of the window's text
+    assert problems(at) == [] and runs[0] == text and len(runs) == 2 and text.startswith(runs[1])
+    assert any("(window 1 of " in info.value for info in at.info)
 
 
 def test_short_texts_and_other_models_keep_the_ordinary_head_view(folders):

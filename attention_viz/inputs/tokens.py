@@ -36,6 +36,7 @@ no word (``word_ids[i] is None``) and are units of their own in word-level views
 
 from __future__ import annotations
 
+import functools
 import json
 import unicodedata
 from dataclasses import asdict, dataclass
@@ -512,6 +513,15 @@ def _copy(tokenizer: Tokenizer) -> Tokenizer:
     return copy
 
 
+@functools.lru_cache(maxsize=4)
+def _truncating(tokenizer: Tokenizer, max_tokens: int) -> Tokenizer:
+    """A private copy that truncates at ``max_tokens``, made once per tokenizer and length (a copy
+    serializes the whole vocabulary: far slower than the encode it serves); never changed after."""
+    copy = _copy(tokenizer)
+    copy.enable_truncation(max_tokens)
+    return copy
+
+
 def tokenize(tokenizer: Tokenizer, text: str, max_tokens: int) -> tuple[Tokens, int]:
     """Tokenize ``text`` to at most ``max_tokens`` tokens, special tokens included.
 
@@ -520,6 +530,7 @@ def tokenize(tokenizer: Tokenizer, text: str, max_tokens: int) -> tuple[Tokens, 
     ``Tokens.text`` is always the whole original text. Safe to call concurrently on one tokenizer:
     it is never mutated (one with padding/truncation switched on is copied first).
     """
+    shared = tokenizer
     if tokenizer.truncation is not None or tokenizer.padding is not None:
         tokenizer = _copy(tokenizer)
     budget = max_tokens - tokenizer.num_special_tokens_to_add(is_pair=False)
@@ -532,8 +543,7 @@ def tokenize(tokenizer: Tokenizer, text: str, max_tokens: int) -> tuple[Tokens, 
     if dropped:
         # Truncation must happen before the special tokens are added, inside encode: a private
         # copy (long texts only) keeps the shared tokenizer untouched.
-        tokenizer = _copy(tokenizer)
-        tokenizer.enable_truncation(max_tokens)
+        tokenizer = _truncating(shared, max_tokens)
         encoding = tokenizer.encode(text)
     unk_id = _unk_id(tokenizer)
     special_ids = {

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import streamlit as st
 
@@ -10,7 +11,8 @@ from ..backends.registry import HF_PREFIX, MODELS, unknown_model_message
 from ..errors import ModelError
 from ..inputs.text_file import MAX_FILE_BYTES, read_text_file
 from . import cache, plain
-from .state import DEFAULT_TEXT, MAX_TEXT, forget_too_long, too_long
+from ..inputs.link_text import PARAM as PACKED_TEXT
+from .state import DEFAULT_TEXT, MAX_TEXT, forget_link_notices, too_long, unreadable
 from .widgets import text
 
 EXAMPLES = {
@@ -33,8 +35,8 @@ HF_FOLDER = (
 )
 UPLOAD_LABEL = "Or a long text (.txt file)"
 # a link's parameter → what the user calls it (others by their URL name)
-LINK_VALUES = {"text": "sentence", "target": "target", "text_b": "second sentence", "model": "model name",
-               "reference": "reference translation"}
+LINK_VALUES = {"text": "sentence", PACKED_TEXT: "sentence", "target": "target", "text_b": "second sentence",
+               "model": "model name", "reference": "reference translation"}
 NOTICE_SENTENCE = "_too_long_sentence"  # the sentence the page showed with the notice of a too-long link
 LONG_FILE_HELP = (
     f"For texts longer than the box's {MAX_TEXT:,} characters: a .txt file (UTF-8, or UTF-16 with its byte-order "
@@ -53,6 +55,7 @@ class Request:
     model: str
     text: str
     target: str | None
+    window_slot: Any = field(default=None, compare=False)  # under the sentence: where a long text's window is picked
 
 
 def _apply_example() -> None:
@@ -136,28 +139,33 @@ def request_panel() -> Request:
         sentence = text("Sentence", "text", DEFAULT_TEXT, max_chars=MAX_TEXT, area=True, height=110,
                         help="Ctrl+Enter (⌘+Enter) or a click outside the box runs it.")
         uploaded = long_text_upload()
+        window_slot = st.container()
         target = None
         if model_shape(model) == "encoder-decoder":
             target = text("Target (teacher forcing; empty = the model translates)", "target",
                           max_chars=MAX_TEXT) or None
     link_too_long(sentence, uploaded is not None)
-    return Request(model, uploaded or sentence, target)
+    return Request(model, uploaded or sentence, target, window_slot)
 
 
 def link_too_long(sentence: str, uploaded: bool) -> None:
     """Above the page, before anything runs: each of the link's values that was too long to read, and
     how to bring a text that long in instead (the page shows the defaults meanwhile). Said until the
-    user gives the page another sentence or a file: the notice has then done its job."""
-    if not too_long():
+    user gives the page another sentence or a file: the notice has then done its job. The same for a
+    compressed sentence that could not be read."""
+    if not too_long() and not unreadable():
         return
     first = st.session_state.setdefault(NOTICE_SENTENCE, sentence)
     if uploaded or sentence != first:
-        forget_too_long()
+        forget_link_notices()
         return
+    if unreadable():
+        plain.warning(f"The link's sentence could not be read: {unreadable()}. The page shows the default sentence "
+                      "instead.")
     for name, length in too_long().items():
         what = LINK_VALUES.get(name) or (f"“{name}” value" if len(name) <= 40 else "value")
         how = (f"save it as a .txt file and upload it in the sidebar's “{UPLOAD_LABEL}” box (pasted into the "
-               f"Sentence box, only its first {MAX_TEXT:,} characters are kept)" if name == "text" else
+               f"Sentence box, only its first {MAX_TEXT:,} characters are kept)" if name in ("text", PACKED_TEXT) else
                f"paste it into its box (up to {MAX_TEXT:,} characters)")
         plain.warning(f"The link's {what} is too long for a link: {length:,} characters, and links carry up to "
                       f"{MAX_TEXT:,}. The page shows the default instead; to read it, {how}.")

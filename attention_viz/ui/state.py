@@ -1,5 +1,6 @@
 """The page state that lives in the URL, so a link reopens the exact view:
-``?model=minilm&text=...&view=head&layer=3&head=mean&group=cross``.
+``?model=minilm&text=...&view=head&layer=3&head=mean&group=cross``. A long sentence travels compressed,
+as ``tz`` (:mod:`attention_viz.inputs.link_text`); links with a plain ``text`` open as they always did.
 
 Every widget has an explicit key. Its URL name is the key without the view's prefix
 (``head_layer`` → ``layer`` on the head view), so the main layer/head of every view read the same
@@ -15,6 +16,8 @@ import urllib.parse
 import streamlit as st
 
 from ..backends.registry import DEFAULT_MODEL
+from ..errors import ModelError
+from ..inputs import link_text
 
 DEFAULT_TEXT = "The animal didn't cross the street because it was too tired."
 MAX_TEXT = 20_000  # characters: what the sentence box holds, so the longest value a link carries
@@ -22,6 +25,7 @@ PENDING = "_url_pending"  # parameters from the link not yet taken by a widget
 SHOWN = "_url_shown"  # URL name → value of every choice drawn in this run
 CUT = "_url_cut"  # names of texts from the link that were longer than their box allows
 TOO_LONG = "_url_too_long"  # URL name → length of each of the link's values longer than MAX_TEXT
+UNREADABLE = "_url_unreadable"  # why the link's compressed sentence could not be read, if it could not
 
 
 def seed_from_url() -> None:
@@ -35,6 +39,13 @@ def seed_from_url() -> None:
     params = st.query_params.to_dict()
     st.session_state[TOO_LONG] = {name: len(value) for name, value in params.items() if len(value) > MAX_TEXT}
     params = {name: value for name, value in params.items() if name not in st.session_state[TOO_LONG]}
+    st.session_state[UNREADABLE] = None
+    if link_text.PARAM in params:
+        try:
+            params["text"] = link_text.decode(params.pop(link_text.PARAM), MAX_TEXT)
+        except ModelError as error:  # the box then shows the default sentence, and the page says why
+            st.session_state[UNREADABLE] = str(error)
+            params.pop("text", None)
     st.session_state["model"] = params.pop("model", DEFAULT_MODEL)
     st.session_state[PENDING] = params
     st.session_state[CUT] = set()
@@ -65,8 +76,15 @@ def too_long() -> dict[str, int]:
     return st.session_state.get(TOO_LONG, {})
 
 
-def forget_too_long() -> None:
+def unreadable() -> str | None:
+    """Why the link's compressed sentence could not be read (the default was shown instead), or None."""
+    return st.session_state.get(UNREADABLE)
+
+
+def forget_link_notices() -> None:
+    """The notices about the link's values have done their job: the user gave the page a text."""
     st.session_state[TOO_LONG] = {}
+    st.session_state[UNREADABLE] = None
 
 
 def note_cut(key: str) -> None:
@@ -77,15 +95,21 @@ def was_cut(key: str) -> bool:
     return key in st.session_state.get(CUT, ())
 
 
+def _params(model: str) -> dict[str, str]:
+    """The model and every choice drawn in this run, the sentence as :func:`link_text.link_value` writes it."""
+    params = {"model": model, **st.session_state[SHOWN]}
+    return dict(link_text.link_value(value) if name == "text" else (name, value) for name, value in params.items())
+
+
 def write_to_url(model: str) -> None:
     """Replace the query string with the model and every choice drawn in this run."""
-    st.query_params.from_dict({"model": model, **st.session_state[SHOWN]})
+    st.query_params.from_dict(_params(model))
 
 
 def link(model: str) -> str:
     """The address that reopens this view: the page's own address with every choice drawn."""
     page = urllib.parse.urlsplit(st.context.url or "")
-    query = urllib.parse.urlencode({"model": model, **st.session_state[SHOWN]})
+    query = urllib.parse.urlencode(_params(model))
     return urllib.parse.urlunsplit((page.scheme, page.netloc, page.path, query, "")) if page.netloc else f"?{query}"
 
 
