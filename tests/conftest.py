@@ -44,7 +44,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # runs any of them starts a server (~14 CPU-s with its first run), Chromium and a tab whose first page
 # load is cold (~+5.5 CPU-s), once.
 APP_IN_A_BROWSER = ("test_browser.py", "test_browser_hostile.py", "test_browser_links.py", "test_browser_many.py",
-                    "test_browser_image.py", "test_browser_levels.py", "test_browser_atlas_build.py")
+                    "test_browser_image.py", "test_browser_levels.py", "test_browser_atlas_build.py",
+                    "test_browser_long_link.py")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):

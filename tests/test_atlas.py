@@ -279,13 +279,16 @@ def _page(name: str) -> None:
     import streamlit as st
 
     from attention_viz.ui import cache
+    from attention_viz.ui.export import drawn_from
     from attention_viz.ui.state import seed_from_url
     from attention_viz.ui.views import atlas
 
     seed_from_url()  # as app.py does before any page
     if "atlas_atlas" not in st.session_state:
         st.session_state["atlas_atlas"] = name
-    atlas.render(cache.run("minilm", "The animal didn't cross the street because it was too tired."))
+    result = cache.run("minilm", "The animal didn't cross the street because it was too tired.")
+    with drawn_from(result.provenance):  # as app.py does around every view
+        atlas.render(result)
 
 
 def test_atlas_page(reference, monkeypatch):

@@ -17,6 +17,7 @@ from ..errors import ModelError
 from ..core.hooks import capture
 from ..core.names import parse_hook_name, parse_layer_hook_name
 from ..core.result import AttentionResult
+from ..core.provenance import run_of
 from .base import Backend
 
 KEY_BY_KEY = ("scores", "pattern")  # (B, h, T, T): cut on both token axes; the others (B, ·, T, ·) on one
@@ -42,11 +43,12 @@ def run_batch(backend: Backend, texts: Sequence[str], kinds: Collection[str] = (
     with torch.inference_mode(), capture(kinds=tuple(kinds)) as recorded:
         model(ids, **padding)
     results = []
-    for i, ((tokens, dropped), n) in enumerate(zip(encoded, lengths)):
+    for i, ((tokens, dropped), n, text) in enumerate(zip(encoded, lengths, texts)):
         arrays = {name: _cut(name, recorded[name][i], n).float().numpy().copy() for name in recorded.names_recorded()}
         meta = (backend.meta(dropped) if isinstance(backend, OursDecoderBackend)
                 else {"dropped": dropped, "implementation": backend.implementation})
         meta["batch"] = len(texts)  # how many texts shared the forward
+        meta["provenance"] = run_of(backend.name, backend.implementation, text)
         results.append(AttentionResult(backend.name, tokens, arrays, None, meta))
     return results
 

@@ -24,6 +24,7 @@ from ..core.caption_result import Box, CaptionResult
 from ..errors import ModelError
 from ..core.hooks import capture
 from ..core.result import AttentionResult
+from ..core.provenance import image_of, run_of
 from ..inputs.tokens import Tokens, from_words
 from ..trained import caption_checkpoint, scenes
 from ..trained.captioner import images_to_tensor
@@ -98,6 +99,7 @@ class CaptionerBackend(Backend):
         pixels = images_to_tensor([image])
         meta = {**(meta or {}), "dropped": 0, "implementation": self.implementation,
                 "grid": [self.config.grid, self.config.grid], "image_size": size}
+        meta["provenance"] = run_of(self.name, self.implementation, image_of(meta.get("seed")), target)
         with torch.inference_mode(), capture(kinds=kinds) as recorded:
             if target is None:
                 ys = self.model.greedy_decode(pixels, Vocab.BOS, Vocab.EOS)[0, 1:].tolist()

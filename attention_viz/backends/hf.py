@@ -50,6 +50,7 @@ from transformers.models.auto.modeling_auto import (
 
 from ..core.model import Shape
 from ..core.result import AttentionResult
+from ..core.provenance import run_of
 from ..inputs.tokens import Tokens, from_encoding, tokenize
 from ..weights.matching import NAMED, mismatch
 from ..weights.safetensors_io import check_folder, read_config, safetensors_files
@@ -270,7 +271,8 @@ class HFBackend(Backend):
         if not tokens.ids:
             raise ModelError("the text gives no tokens; type something")
         ids = torch.tensor([tokens.ids])  # (1, S): one sentence, so no padding anywhere
-        meta: dict = {"dropped": dropped, "implementation": self.implementation}
+        meta: dict = {"dropped": dropped, "implementation": self.implementation,
+                      "provenance": run_of(self.name, self.implementation, text, target)}
         with torch.inference_mode():
             if self.shape == "encoder-decoder":
                 return self._run_encoder_decoder(tokens, ids, target, meta)

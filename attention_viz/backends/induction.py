@@ -19,6 +19,7 @@ from ..errors import ModelError
 from ..core.hooks import KINDS, capture
 from ..core.names import Group
 from ..core.result import AttentionResult
+from ..core.provenance import run_of
 from ..inputs.tokens import Tokens, from_words
 from ..trained import checkpoint
 from ..trained.vocab import Vocab
@@ -73,6 +74,7 @@ class InductionBackend(Backend):
             meta["ablation"] = ablation.to_dict()
         with torch.inference_mode(), ablation_context(self.model, ablation), capture(kinds=kinds) as recorded:
             hidden = self.model(ids)  # (1, T, d_model)
+        meta["provenance"] = run_of(self.name, self.implementation, text, None, ablation and ablation.describe())
         with torch.inference_mode():
             log_probs = self.model.logits(hidden).log_softmax(-1)[0]  # (T, V)
             following = log_probs[:-1].gather(-1, ids[0, 1:, None])[:, 0]  # log p(token t+1 | ..t)

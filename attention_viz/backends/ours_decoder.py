@@ -31,6 +31,7 @@ from ..core.longcontext import queries_and_keys
 from ..core.model import Transformer, TransformerConfig
 from ..core.names import Group
 from ..core.result import AttentionResult
+from ..core.provenance import run_of
 from ..inputs.tokens import Tokens, load_tokenizer, tokenize
 from ..runtime.memory_plan import check_capture, check_long
 from ..weights.gpt2 import build_gpt2, gpt2_config
@@ -149,6 +150,7 @@ class OursDecoderBackend(Backend):
             meta["ablation"] = ablation.to_dict()
         with torch.inference_mode(), ablation_context(self.model, ablation), capture(kinds=kinds) as recorded:
             hidden = self.model(ids)  # (1, T, d_model)
+        meta["provenance"] = run_of(self.name, self.implementation, text, None, ablation and ablation.describe())
         return AttentionResult.from_recorder(self.name, tokens, recorded, meta=meta), hidden[0], ids[0]
 
     def _following(self, hidden: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:

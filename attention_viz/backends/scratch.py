@@ -15,6 +15,7 @@ from .padding import PaddedBatch, padded_batch
 from ..core.positional import LearnedEncoding
 from ..core.model import Transformer
 from ..core.result import AttentionResult
+from ..core.provenance import run_of
 from ..inputs.tokens import Tokens, load_tokenizer, tokenize
 from ..weights.bert import build_bert
 from ..weights.safetensors_io import read_config, read_safetensors
@@ -71,6 +72,8 @@ class ScratchEncoderBackend(Backend):
         tokens, dropped = self.tokenize(text)
         ids = torch.tensor([tokens.ids])
         meta: dict = {"dropped": dropped, "implementation": self.implementation}
+        meta["provenance"] = run_of(self.name, self.implementation, text, None, ablation and ablation.describe(),
+                                    None if use_positions else "positions off")
         if ablation is not None:
             meta["ablation"] = ablation.to_dict()
         with torch.inference_mode(), ablation_context(self.model, ablation), capture(kinds=kinds) as recorded:
@@ -107,5 +110,6 @@ class ScratchEncoderBackend(Backend):
                 x = layer(x, None)
                 states.append(x[0])
         result = AttentionResult.from_recorder(self.name, tokens, recorded,
-                                               meta={"dropped": dropped, "implementation": self.implementation})
+                                               meta={"dropped": dropped, "implementation": self.implementation,
+                                                     "provenance": run_of(self.name, self.implementation, text)})
         return result, torch.stack(states).float().numpy()  # (layers, T, d_model)

@@ -41,6 +41,7 @@ from ..core.names import Group
 from .ours import ablation_context, output_projection
 from .padding import PaddedBatch, padded_batch
 from ..core.result import AttentionResult
+from ..core.provenance import run_of
 from ..inputs.tokens import Tokens, from_words
 from ..errors import ModelError
 from .base import Backend, Outputs
@@ -152,6 +153,7 @@ class TranslationBackend(Backend):
             raise ModelError("empty text")
         src = torch.tensor([tokens.ids])
         meta: dict = {"dropped": dropped, "implementation": self.implementation}
+        meta["provenance"] = run_of(self.name, self.implementation, text, target, ablation and ablation.describe())
         if ablation is not None:
             meta["ablation"] = ablation.to_dict()
         with ablation_context(self.model, ablation) if self.can_ablate else nullcontext():

@@ -18,10 +18,11 @@ from ...atlas.views import grid_of, head_map, measures, sentence_against_corpus,
 from ...errors import ModelError
 from ...figures.atlas import head_grid, head_map_figure, placement_figure, qk_scatter
 from ...figures.heatmap import attention_heatmap
+from ...core.provenance import ATLAS, Provenance
 from ...core.result import AttentionResult
 from .. import cache, plain
 from ..widgets import choice, integer, text
-from ..export import chart
+from ..export import chart, drawn_from
 from ..tables import clicked_tile
 
 CHART = {"displaylogo": False}
@@ -121,15 +122,17 @@ def render(result: AttentionResult) -> None:
     if summary["truncated"]:
         plain.caption(truncation_note(summary["truncated"]))
 
+    corpus = Provenance(atlas.manifest["model"], source=ATLAS + name)  # the atlas's model over its corpus
     measure = choice("Statistic or relation", measures(atlas), "atlas_measure")
     clicked = st.session_state.pop(CLICKED, None)  # a head clicked in a figure below, on the last run
     if clicked is not None:
         st.session_state["atlas_layer"], st.session_state["atlas_head"] = clicked
     layer = integer("Layer", 0, atlas.layers - 1, "atlas_layer", 0)
     head = integer("Head", 0, atlas.heads - 1, "atlas_head", 0)
-    event = chart(st, head_grid(grid_of(atlas, measure), f"{measure} per head — click a head to choose it",
-                                (layer, head)), key="atlas_grid", config=CHART, on_select="rerun",
-                  selection_mode="points")
+    with drawn_from(corpus):
+        event = chart(st, head_grid(grid_of(atlas, measure), f"{measure} per head — click a head to choose it",
+                                    (layer, head)), key="atlas_grid", config=CHART, on_select="rerun",
+                      selection_mode="points")
     choose_clicked(clicked_tile(event, atlas.heads, curve=1), "atlas_grid")
     relation = summary.get("relations", {}).get(measure)
     if relation is not None:
@@ -140,9 +143,10 @@ def render(result: AttentionResult) -> None:
     left, right = st.columns(2)
     with left:
         st.subheader("Where this head stands among the heads")
-        event = chart(st, head_map_figure(_head_map(str(folder), str(atlas.manifest.get("counts"))), atlas.heads,
-                                          (layer, head)), key="atlas_map", config=CHART, on_select="rerun",
-                      selection_mode="points")
+        with drawn_from(corpus):
+            event = chart(st, head_map_figure(_head_map(str(folder), str(atlas.manifest.get("counts"))), atlas.heads,
+                                              (layer, head)), key="atlas_map", config=CHART, on_select="rerun",
+                          selection_mode="points")
         choose_clicked(clicked_tile(event, atlas.heads, curve=0), "atlas_map")
     with right:
         stat = measure if measure in STATS else "entropy"
@@ -161,7 +165,8 @@ def render(result: AttentionResult) -> None:
         top = cache.run(atlas.manifest["model"], row["text"])
         figure = attention_heatmap(top.pattern(top.attentions()[0], layer, head), list(top.tokens.labels),
                                    title=f"line {row['line']} ({stat} {row['value']:.3f})")
-        chart(st, figure, key=f"atlas_top_{i}", config=CHART)
+        with drawn_from(top.provenance):
+            chart(st, figure, key=f"atlas_top_{i}", config=CHART)
 
     st.subheader("Queries and keys of this head (AttentionViz)")
     method = choice("Projection", list(METHODS), "atlas_method", widget="radio", horizontal=True)
@@ -183,8 +188,9 @@ def render(result: AttentionResult) -> None:
 
 
 @st.fragment(run_every=3)
-def _qk_view(folder: Path, layer: int, head: int, method: str, color_by: str) -> None:
-    """PCA at once; UMAP and t-SNE in the background, this fragment polling their status."""
+def _qk_view(folder: Path, layer: int, head: int, method: str, color_by: str, corpus: Provenance) -> None:
+    """PCA at once; UMAP and t-SNE in the background, this fragment polling their status (a fragment
+    reruns alone, outside the page's :func:`drawn_from`: it opens its own)."""
     jobs = _embeddings()
     if method == "pca":
         state, embedding = jobs.status(folder, layer, head, method)
@@ -203,6 +209,7 @@ def _qk_view(folder: Path, layer: int, head: int, method: str, color_by: str) ->
     elif state == "failed":
         plain.error(f"{method.upper()} failed: {embedding}")
     elif state == "ready":
-        chart(st, qk_scatter(embedding.xy, embedding.label, embedding.line, embedding.position, embedding.kind,
-                                   color_by, f"layer {layer}, head {head}: {embedding.n} queries and keys ({method})"),
-                        key="atlas_qk", config=CHART)
+        with drawn_from(corpus):
+            chart(st, qk_scatter(embedding.xy, embedding.label, embedding.line, embedding.position, embedding.kind,
+                                 color_by, f"layer {layer}, head {head}: {embedding.n} queries and keys ({method})"),
+                  key="atlas_qk", config=CHART)
