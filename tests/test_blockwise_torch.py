@@ -73,14 +73,16 @@ def test_every_pass_equals_numpys(length, d_k, causal, window):
         assert (our_tr, our_tc) == (tr, tc) > (1, 1) and same(pooled, theirs)
     cells, tr, tc = blockwise_torch.pooled_region(q, k, expected.lse, range(200, 210), range(190, 205), tiles=64,
                                                   causal=causal, window=window)  # fmt: skip
-    assert (tr, tc) == (1, 1) and same(cells, blockwise.pattern_block(q, k, range(200, 210), range(190, 205), causal, window))
+    expected_cells = blockwise.pattern_block(q, k, range(200, 210), range(190, 205), causal, window)
+    assert (tr, tc) == (1, 1) and same(cells, expected_cells)
 
 
 def test_every_normalizer_is_the_causal_row_pass_of_every_row():
     q, k = random_qk(700, 16, 1)
     for window in (None, 50):
-        ours = blockwise_torch.every_normalizer(torch.from_numpy(q), torch.from_numpy(k), window, block_rows=96, chunk=128)
-        assert ours.dtype == torch.float32 and same(ours.numpy(), blockwise.normalizers(q, k, range(700), window=window))
+        ours = blockwise_torch.every_normalizer(torch.from_numpy(q), torch.from_numpy(k), window, 96, 128)
+        expected = blockwise.normalizers(q, k, range(700), window=window)
+        assert ours.dtype == torch.float32 and same(ours.numpy(), expected)
 
 
 def test_bad_arguments_are_refused_as_numpy_refuses_them():

@@ -33,7 +33,8 @@ def backend(tmp_path_factory):
 
 def numbers(message: str) -> tuple[float, float, int]:
     """(needed GB, free GB, longest length) as the refusal writes them."""
-    found = re.search(r"needs about ([\d.]+) GB on \w+ .* but ([\d.]+) GB is free: at most (\d+) tokens fit", message)
+    found = re.search(r"needs about ([\d.]+) GB on \w+ .* but ([\d.]+) GB is free, of which a run plans on 90%: "
+                      r"at most (\d+) tokens fit", message)
     assert found, message
     return float(found[1]), float(found[2]), int(found[3])
 
@@ -112,14 +113,16 @@ def test_the_long_paths_estimate_is_what_it_keeps(backend):
     tokens, _ = backend.long_tokens(long_text(2500))
     long = backend.long_input(tokens)
     long.read_every_head(means=False)  # every layer's q/k and every head's normalizers
-    kept = sum(a.nbytes for layer in range(long.n_layers) for a in (*long.kept.layer(layer), long.kept.normalizers(layer)))
+    kept = sum(array.nbytes for layer in range(long.n_layers)
+               for array in (*long.kept.layer(layer), long.kept.normalizers(layer)))  # fmt: skip
     estimate = memory_plan.long_bytes(backend.model, len(tokens))
     assert 0.5 <= estimate / kept <= 2.0, (estimate, kept)
 
 
 def test_the_backend_checks_before_it_runs(backend, monkeypatch):
     monkeypatch.setattr(memory_plan, "free_bytes", lambda device: 3 * 10**6)
-    with pytest.raises(ModelError, match=r"capturing every head of \d+ tokens needs .* at most \d+ tokens fit; the head view"):
+    refusal = r"capturing every head of \d+ tokens needs .* at most \d+ tokens fit; the head view"
+    with pytest.raises(ModelError, match=refusal):
         backend.run(long_text(600), kinds=None)
     assert backend.run(long_text(20)).n_layers("decoder") == 2  # a short text still fits
     tokens, _ = backend.long_tokens(long_text(3000))

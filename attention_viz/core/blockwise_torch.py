@@ -170,7 +170,8 @@ def overview(
             pooled = _pool_rows(rel, t, "max")
             pooled_max[first : first + pooled.shape[0], seen.start : seen.stop] = pooled
             if sums:
-                pooled_sum[first : first + pooled.shape[0], seen.start : seen.stop] = _pool_rows(tile_sum * rel, t, "sum")
+                sums_pooled = _pool_rows(tile_sum * rel, t, "sum")
+                pooled_sum[first : first + pooled.shape[0], seen.start : seen.stop] = sums_pooled
     mean = None
     if sums:
         mean = (pooled_sum.cpu().numpy() / np.outer(_cells(n, t), _cells(n, t))).astype(np.float32)

@@ -145,7 +145,8 @@ def plan_capture(model: Transformer, length: int, kinds: Collection[str] | None 
                  free: int | None = None, device: torch.device | None = None) -> MemoryPlan:  # fmt: skip
     """A forward of ``length`` tokens capturing ``kinds``, on ``device`` (default: where the model is);
     ``free``: the device's free bytes (default: asked of the device)."""
-    return _plan(model, length, free, activation_bytes(model, length, True), capture_bytes(model, length, kinds), device)
+    activations, kept = activation_bytes(model, length, True), capture_bytes(model, length, kinds)
+    return _plan(model, length, free, activations, kept, device)
 
 
 def plan_long(model: Transformer, length: int, free: int | None = None,
@@ -166,8 +167,8 @@ def largest_length(plan: Callable[[int], MemoryPlan], limit: int) -> int:
 def _refuse(name: str, what: str, plan: MemoryPlan, longest: int, advice: str = "") -> ModelError:
     resident = "on top of its weights" if plan.weights_resident else f"weights ({plan.weights / GB:.2f} GB) included"
     fits = f"at most {longest} tokens fit" if longest else "not even one token fits"
-    return ModelError(f"{name}: {what} needs about {plan.needed / GB:.2f} GB on {plan.device} "
-                      f"({resident}) but {plan.free / GB:.2f} GB is free: {fits}{advice}")
+    return ModelError(f"{name}: {what} needs about {plan.needed / GB:.2f} GB on {plan.device} ({resident}) "
+                      f"but {plan.free / GB:.2f} GB is free, of which a run plans on {HEADROOM:.0%}: {fits}{advice}")
 
 
 def check_capture(model: Transformer, name: str, length: int, kinds: Collection[str] | None = ("pattern",),
