@@ -11,6 +11,7 @@ from attention_viz.runtime.settings import apply_process_settings, freeze_startu
 apply_process_settings()  # the server's process settings, before anything imports torch
 
 import logging  # noqa: E402
+from contextlib import nullcontext  # noqa: E402
 
 # Imported here, at the first run of the server, what Streamlit and the pages would otherwise import
 # lazily: two sessions starting at once could otherwise meet a half-imported module.
@@ -22,9 +23,10 @@ import pyarrow  # noqa: F401
 import streamlit as st
 
 from attention_viz.backends.registry import HF_PREFIX
+from attention_viz.core.provenance import Provenance
 from attention_viz.errors import ModelError
 from attention_viz.ui import cache, plain
-from attention_viz.ui.export import image_format_picker, result_downloads
+from attention_viz.ui.export import drawn_from, image_format_picker, result_downloads
 from attention_viz.ui.inputs import request_panel
 from attention_viz.ui.state import remember, seed_from_url, share, write_to_url
 from attention_viz.ui.text_window import window_text
@@ -89,6 +91,12 @@ with st.sidebar:
 st.title("attention-viz")
 
 
+def uploaded_name() -> str | None:
+    """The name of the .txt file the request's text was read from; None when it is the box's sentence."""
+    upload = st.session_state.get("text_file")
+    return upload.name if upload is not None and request.text != st.session_state.get("text") else None
+
+
 def run_model(say_dropped: bool = True):
     """The cached result of the request, or None after telling the user why not (and, with
     ``say_dropped``, that the text was cut)."""
@@ -110,6 +118,8 @@ def run_model(say_dropped: bool = True):
         logging.getLogger("attention_viz").exception("model run failed")
         st.error("Something went wrong while running the model; the details are in the server log.")
         return None
+    if (name := uploaded_name()) is not None:  # its figures and downloads name the file, not its text
+        result = result.with_provenance(result.provenance.from_file(name))
     dropped = result.meta.get("dropped", 0)
     if dropped and say_dropped:
         limit = cache.backend(request.model).max_tokens
@@ -129,11 +139,13 @@ def reads_whole_text() -> bool:
         return False
 
 
-def show(render, *inputs) -> None:
+def show(render, provenance: Provenance | None, *inputs) -> None:
     """One view, caught at the page edge: an unexpected error is one short message with the
-    details folded away, and the rest of the page (sidebar, downloads, links) still works."""
+    details folded away, and the rest of the page (sidebar, downloads, links) still works. Its
+    figures are drawn from ``provenance`` (None: the view runs its own model and says so)."""
     try:
-        extra = render(*inputs)
+        with nullcontext() if provenance is None else drawn_from(provenance):
+            extra = render(*inputs)
         for name, value in (extra or {}).items():  # values a view puts in the link itself
             if value is not None:
                 remember(name, str(value))
@@ -149,12 +161,13 @@ def show(render, *inputs) -> None:
 if view == DEFAULT_VIEW:
     landing()
 if view in STANDALONE:
-    show(VIEWS[view][2], None)
+    show(VIEWS[view][2], None, None)
 elif reads_whole_text():
     limit = cache.backend(request.model).max_tokens
     st.info(f"The text is longer than the {limit} tokens the other views capture: this view reads all of it "
             f"block by block; the other views show it {limit} tokens at a time, in windows.")
-    show(WHOLE_TEXT[view], request.model, request.text)
+    whole, name = Provenance(request.model, cache.backend(request.model).implementation, request.text), uploaded_name()
+    show(WHOLE_TEXT[view], whole if name is None else whole.from_file(name), request.model, request.text)
     # the tensors of the first tokens need the ordinary run: made when the box is opened, not on every upload
     with st.expander(f"Download the attention tensors (the first {limit} tokens)", key="long_downloads",
                      on_change="rerun") as box:
@@ -163,7 +176,7 @@ elif reads_whole_text():
 else:
     result = run_model()
     if result is not None:
-        show(VIEWS[view][2], result)
+        show(VIEWS[view][2], result.provenance, result)
         with st.expander("Download the attention tensors"):
             result_downloads(result)
 

@@ -16,6 +16,7 @@ def _script(view: str) -> None:
     import importlib
 
     from attention_viz.ui import cache
+    from attention_viz.ui.export import drawn_from
     from attention_viz.ui.state import remember, seed_from_url, write_to_url
     from attention_viz.ui.widgets import text
 
@@ -26,7 +27,8 @@ def _script(view: str) -> None:
     model = st.session_state["model"]
     sentence = text("Sentence", "text", "The animal didn't cross the street because it was too tired.")
     result = cache.run(model, sentence, None)
-    extra = importlib.import_module(f"attention_viz.ui.views.{view}").render(result)
+    with drawn_from(result.provenance):  # as app.py does around every view
+        extra = importlib.import_module(f"attention_viz.ui.views.{view}").render(result)
     for name, value in (extra or {}).items():
         remember(name, str(value))
     write_to_url(model)

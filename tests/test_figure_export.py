@@ -8,9 +8,13 @@ from apphelpers import app, switch_view
 
 import plotly.graph_objects as go
 
+from attention_viz.core.provenance import Provenance
 from attention_viz.figures.export import SUBTITLE_ROOM, camera_config, download_name, subtitle, with_subtitle
 
 VIEWS = ["head", "grid", "focus", "layers", "compare", "inside", "positional", "causal", "basics"]
+# figures of numbers made by a formula, not by a model: no model in their file names
+SYNTHETIC = ("basics_", "positional_pe", "positional_curves", "positional_similarity", "positional_shift_chart",
+             "positional_alt_", "positional_rope_pairs_chart", "positional_rope_decay")
 
 
 def configs(at) -> dict[str, dict]:
@@ -26,7 +30,8 @@ def test_every_figure_of_every_view_saves_at_scale_3_under_one_naming_scheme():
         for key, config in configs(at).items():
             options = config["toImageButtonOptions"]
             assert options["scale"] == 3 and options["format"] == "png", (view, key)
-            assert options["filename"].startswith(f"attention-viz_minilm_{view}_"), (view, key, options)
+            model = "" if key.startswith(SYNTHETIC) else "toy-translate_" if view == "causal" else "minilm_"
+            assert options["filename"].startswith(f"attention-viz_{model}{view}_"), (view, key, options)
             seen += 1
         for chart in at.get("plotly_chart"):  # our one look (figures/style.py) styles every trace it carries
             spec = json.loads(chart.proto.spec)
@@ -62,7 +67,7 @@ def test_the_head_figure_names_model_sentence_and_settings():
 
 def test_names_and_subtitles_keep_user_text_harmless():
     assert download_name("hf:/models/../x y", "head", "L1H2") == "attention-viz_hf-models-..-x-y_head_L1H2"
-    line = subtitle("minilm", "<b>bold</b> " + "word " * 40, "layer 1")
+    line = subtitle(Provenance("minilm", "ours", "<b>bold</b> " + "word " * 40), "layer 1")
     assert "<b>" not in line and "&lt;b&gt;" in line and line.endswith("· layer 1") and "…" in line
     assert camera_config("n", "gif")["toImageButtonOptions"]["format"] == "png"
 

@@ -74,11 +74,14 @@ def _wrong_caption_page() -> None:
 
     from attention_viz.core.caption_result import CaptionResult
     from attention_viz.trained.scenes import generate
+    from attention_viz.ui.export import drawn_from
     from attention_viz.ui.views import image
 
     words = tuple("a blue square left of a blue triangle".split())
     maps = np.full((len(words), 8, 8), 1 / 64, dtype=np.float32)
-    image._show(CaptionResult("show-attend-tell", words, maps, generate(7).image, seed=7))
+    caption = CaptionResult("show-attend-tell", words, maps, generate(7).image, seed=7)
+    with drawn_from(caption.provenance):  # as the page does around its figures
+        image._show(caption)
 
 
 def test_differing_words_are_marked_in_both_lines():

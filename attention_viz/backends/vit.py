@@ -29,6 +29,7 @@ from ..errors import ModelError
 from ..inputs.images import fit
 from ..core.names import ENCODER_SELF, hook_name
 from ..core.result import AttentionResult
+from ..core.provenance import image_of, run_of
 from ..inputs.tokens import Tokens
 from ..trained import scenes
 from ..weights.safetensors_io import read_config, safetensors_files
@@ -174,6 +175,7 @@ class ViTBackend(Backend):
             arrays[hook_name(ENCODER_SELF, layer, "pattern")] = attention[0].float().numpy()  # (heads, T, T)
         meta = {**(meta or {}), "dropped": 0, "implementation": self.implementation, "patch_grid": list(self.patch_grid),
                 "image_size": size, "patch_size": self.patch_size}
+        meta["provenance"] = run_of(self.name, self.implementation, image_of(meta.get("seed")))
         if self.classifies:
             probabilities = out.logits[0].softmax(-1)
             top = int(probabilities.argmax())

@@ -11,7 +11,7 @@ On disk (``.npz``, read with ``allow_pickle=False``):
   fields ``colour``, ``shape`` and ``box`` = (x0, y0, x1, y1) in pixels of ``image``
   (x1, y1 exclusive)
 * ``seed``      (generated scenes only) the scene's seed
-* ``meta``      JSON: model name, whether the caption ended with ``<eos>``
+* ``meta``      JSON: model name, whether the caption ended with ``<eos>``, where it came from
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .names import CROSS
+from .provenance import Provenance
 from .result import AttentionResult
 
 BOX_DTYPE = np.dtype([("colour", "U16"), ("shape", "U16"), ("box", "i4", (4,))])
@@ -48,6 +49,11 @@ class CaptionResult:
     meta: dict = field(default_factory=dict)
 
     @property
+    def provenance(self) -> Provenance:
+        """Where the caption came from: the captioner and the image it read."""
+        return Provenance.from_dict(self.meta.get("provenance") or {"model": self.model})
+
+    @property
     def grid(self) -> tuple[int, int]:
         return self.attention.shape[1], self.attention.shape[2]
 
@@ -63,7 +69,7 @@ class CaptionResult:
         rows, cols = result.meta["grid"]
         pattern = result.pattern(CROSS, 0, head=0)  # (steps, regions)
         attention = pattern[: len(words)].reshape(len(words), rows, cols).astype(np.float32)
-        meta = {"finished": EOS in predicted}
+        meta = {"finished": EOS in predicted, "provenance": result.provenance.to_dict()}
         return cls(result.model, tuple(words), attention, image, boxes, seed, meta)
 
     def save_npz(self, path: str | Path | io.BytesIO) -> None:

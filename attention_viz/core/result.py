@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .names import GROUPS, Group, hook_name, parse_hook_name
+from .provenance import Provenance
 from ..inputs.tokens import Tokens
 
 if TYPE_CHECKING:  # the recorder needs torch; a result read from disk does not
@@ -54,6 +55,19 @@ class AttentionResult:
             tensor = recorder.steps(name)[-1][0]
             arrays[name] = tensor.float().cpu().numpy()
         return cls(model, tokens, arrays, target_tokens, dict(meta or {}))
+
+    @property
+    def provenance(self) -> Provenance:
+        """Where this result came from (the backend that made it says, in ``meta["provenance"]``); a
+        result saved before results carried one is told from its model, text and target."""
+        if "provenance" in self.meta:
+            return Provenance.from_dict(self.meta["provenance"])
+        return Provenance(self.model, str(self.meta.get("implementation", "")), self.tokens.text,
+                          self.meta.get("target"))
+
+    def with_provenance(self, provenance: Provenance) -> AttentionResult:
+        """The same arrays (shared, not copied) under another provenance, e.g. the file a text came from."""
+        return replace(self, meta={**self.meta, "provenance": provenance.to_dict()})
 
     def attentions(self) -> list[Group]:
         """The attentions present, in view order, e.g. [("encoder", "self_attn"), ("decoder", "cross_attn")]."""

@@ -8,6 +8,7 @@ import re
 
 import plotly.graph_objects as go
 
+from ..core.provenance import Provenance
 from .axes import plotly_text, shorten
 
 PNG_SCALE = 3  # 980 px wide on screen → ~2,900 px: sharp in print
@@ -17,9 +18,10 @@ SUBTITLE_TEXT = 48  # characters of the sentence in a subtitle
 
 
 def download_name(model: str, view: str, *details: str) -> str:
-    """``attention-viz_minilm_head_L3H1`` (no extension): letters, digits, ``-`` and ``.`` only, so
-    an ``hf:`` path or a sentence never makes an odd file name."""
-    parts = ["attention-viz", model, view, *(d for d in details if d)]
+    """``attention-viz_minilm_head_L3H1`` (no extension; an empty part left out, e.g. the model of a
+    figure of synthetic numbers): letters, digits, ``-`` and ``.`` only, so an ``hf:`` path or a
+    sentence never makes an odd file name."""
+    parts = ["attention-viz", *(p for p in (model, view, *details) if p)]
     return "_".join(re.sub(r"[^A-Za-z0-9.-]+", "-", p).strip("-.")[:60] or "x" for p in parts)
 
 
@@ -30,16 +32,26 @@ def camera_config(name: str, image_format: str = "png") -> dict:
             "toImageButtonOptions": {"format": fmt, "scale": PNG_SCALE, "filename": name}}
 
 
-def subtitle_words(model: str, text: str | None, settings: str) -> str:
-    """``minilm · “The animal didn't cross the st…” · threshold 0.05``, plain text."""
-    parts = [model] + ([f"“{shorten(' '.join(text.split()), SUBTITLE_TEXT)}”"] if text and text.strip() else [])
-    parts += [settings] if settings else []
+def _quoted(text: str) -> str:
+    return f"“{shorten(' '.join(text.split()), SUBTITLE_TEXT)}”"
+
+
+def subtitle_words(drawn_from: Provenance, settings: str) -> str:
+    """``minilm · “The animal didn't cross the st…” · threshold 0.05``, plain text: the model and
+    the input of the result the figure was drawn from (a file or an image by its name, a translation
+    by its source → its teacher-forced target), how that run was made, then the view's settings."""
+    parts = [drawn_from.model]
+    source = drawn_from.source.strip()
+    if source:
+        read = _quoted(source) if drawn_from.is_text else shorten(source, SUBTITLE_TEXT)
+        parts.append(read if drawn_from.target is None else f"{read} → {_quoted(drawn_from.target)}")
+    parts += [*drawn_from.settings, *([settings] if settings else [])]
     return " · ".join(parts)
 
 
-def subtitle(model: str, text: str | None, settings: str) -> str:
+def subtitle(drawn_from: Provenance, settings: str) -> str:
     """:func:`subtitle_words` for a Plotly figure (user text escaped)."""
-    return plotly_text(subtitle_words(model, text, settings))
+    return plotly_text(subtitle_words(drawn_from, settings))
 
 
 SUBTITLE_ROOM = 18  # pixels: one line of 11-point text

@@ -1,14 +1,19 @@
 """Figures on the page and files to download.
 
 Every figure goes through :func:`chart`: the camera button saves PNG at 3× or SVG (the sidebar's
-choice) under one naming scheme, and the figure carries a subtitle with the model, the sentence and
-the view's settings, so a saved picture says what it shows. HTML downloads are built on request, for the
-figure on screen (see :func:`figure_downloads`).
+choice) under one naming scheme, and the figure carries a subtitle with the model, the input and
+the view's settings, so a saved picture says what it shows. Model and input are those of the result
+the figure was drawn from, never the sidebar's: whoever hands a view its result (app.py), and a view
+that runs another model or text, opens :func:`drawn_from` around the figures, and a figure drawn
+outside one is an error. HTML downloads are built on request, for the figure on screen (see
+:func:`figure_downloads`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import plotly.graph_objects as go
@@ -17,14 +22,34 @@ from streamlit.delta_generator import DeltaGenerator
 
 from ..figures.export import (IMAGE_FORMATS, camera_config, download_name, standalone_html, subtitle, subtitle_words,
                               with_subtitle)
+from ..core.provenance import Provenance
 from ..core.result import AttentionResult
 from .state import SHOWN
 from .widgets import choice
 
 NOT_SETTINGS = {"model", "text", "target", "view", "image_format", "example",
                 "weighting"}  # the title and colour bar already name the weighting
-NO_SUBTITLE = {"basics"}  # synthetic numbers: no model, no sentence
 MAX_SETTINGS = 90  # characters of settings in a subtitle
+SYNTHETIC = Provenance("")  # figures of synthetic numbers (the basics page): no model, no input, no subtitle
+_DRAWN_FROM: ContextVar[Provenance | None] = ContextVar("attention_viz_drawn_from", default=None)
+
+
+@contextmanager
+def drawn_from(provenance: Provenance) -> Iterator[Provenance]:
+    """Figures drawn inside this block come from the result of ``provenance``: their subtitles and
+    file names say so. Blocks nest; the innermost wins."""
+    token = _DRAWN_FROM.set(provenance)
+    try:
+        yield provenance
+    finally:
+        _DRAWN_FROM.reset(token)
+
+
+def _provenance() -> Provenance:
+    provenance = _DRAWN_FROM.get()
+    if provenance is None:  # a figure that would fall back to the sidebar could name the wrong model
+        raise RuntimeError("a figure was drawn outside `with drawn_from(...)`: nothing says which result it shows")
+    return provenance
 
 
 def image_format_picker() -> str:
@@ -57,21 +82,21 @@ def file_name(key: str) -> str:
     shown, view = _shown(), str(st.session_state.get("view", ""))
     figure = key[len(view) + 1 :] if key.startswith(f"{view}_") else key
     head = f"L{shown['layer']}H{shown['head']}" if "layer" in shown and "head" in shown else ""
-    return download_name(str(st.session_state.get("model", "")), view, figure, head)
+    return download_name(_provenance().model, view, figure, head)
 
 
 def saved_as(key: str) -> dict[str, str]:
     """What our own elements (ui/level_canvas.py) save, as :func:`chart` tells Plotly: the subtitle
     (plain text), the file name and the sidebar's image format."""
-    return {"subtitle": subtitle_words(str(st.session_state.get("model", "")), st.session_state.get("text"), _settings()),
+    provenance = _provenance()
+    return {"subtitle": "" if provenance == SYNTHETIC else subtitle_words(provenance, _settings()),
             "file_name": file_name(key), "image_format": str(st.session_state.get("image_format", "png"))}
 
 
 def _subtitled(figure: go.Figure) -> go.Figure:
-    view = st.session_state.get("view")
-    if view not in NO_SUBTITLE and figure.layout.title.text:  # Plotly draws a subtitle under a title only
-        return with_subtitle(figure, subtitle(str(st.session_state.get("model", "")), st.session_state.get("text"),
-                                              _settings()))
+    provenance = _provenance()
+    if provenance != SYNTHETIC and figure.layout.title.text:  # Plotly draws a subtitle under a title only
+        return with_subtitle(figure, subtitle(provenance, _settings()))
     return figure
 
 

@@ -1,4 +1,5 @@
-"""Pages about decoders need a model that has one: the user's, or else a demo model on an example."""
+"""Pages about decoders need a model that has one: the user's, or else a demo model on an example.
+Whenever a view runs another model than the sidebar's, the page says which and why, in one line."""
 
 from __future__ import annotations
 
@@ -14,6 +15,12 @@ DEMO_MODEL = "toy-translate"
 DEMO_SOURCE = "the european economic area was signed on 2 may 1992 ."
 
 
+def runs_another_model(model: str, why: str) -> None:
+    """The one line above a view that runs ``model`` instead of the sidebar's: ``why`` says why
+    (Markdown: user text in it already made literal)."""
+    st.info(f"This view runs {literal(model)}: {why}")
+
+
 def result_with(result: AttentionResult, group: Group) -> AttentionResult | None:
     """``result`` if it has ``group``; otherwise the demo model's run on the example (saying so)."""
     if group in result.attentions():
@@ -24,7 +31,7 @@ def result_with(result: AttentionResult, group: Group) -> AttentionResult | None
         st.info(f"This view needs a {GROUP_NAMES[group]}; {missing}, and the demo model is not available: "
                 f"{literal(reason)}")
         return None
-    st.info(f"{missing}, so this page uses {DEMO_MODEL}, our small translation Transformer, on an example. "
-            f"Pick {DEMO_MODEL} in the sidebar to use your own sentence (lower-case English from its small "
-            "vocabulary; unknown words show as <unk>).")
+    runs_another_model(DEMO_MODEL, f"{missing}, and this view needs one, so it shows {DEMO_MODEL}, our small "
+                       f"translation Transformer, on an example. Pick {DEMO_MODEL} in the sidebar to use your own "
+                       "sentence (lower-case English from its small vocabulary; unknown words show as <unk>).")
     return cache.run(DEMO_MODEL, DEMO_SOURCE, None)

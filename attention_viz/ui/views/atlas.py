@@ -171,7 +171,7 @@ def render(result: AttentionResult) -> None:
     st.subheader("Queries and keys of this head (AttentionViz)")
     method = choice("Projection", list(METHODS), "atlas_method", widget="radio", horizontal=True)
     color_by = choice("Colour", ["position", "kind"], "atlas_color", widget="radio", horizontal=True)
-    _qk_view(folder, layer, head, method, color_by)
+    _qk_view(folder, layer, head, method, color_by, corpus)
 
     st.subheader("Similar contexts (exBERT)")
     if atlas.manifest["model"] != model or not atlas.manifest.get("d_model"):

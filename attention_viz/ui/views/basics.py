@@ -23,7 +23,7 @@ from ...figures.heatmap import attention_heatmap
 from ...core.result import AttentionResult
 from ..widgets import choice, integer, number
 from .. import cache
-from ..export import chart
+from ..export import SYNTHETIC, chart, drawn_from
 
 D_KS = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
 
@@ -39,7 +39,8 @@ def scoring_cached(draw: int, q_size: int, k_size: int) -> dict[str, np.ndarray 
 
 
 def _chart(figure, key: str) -> None:
-    chart(st, figure, key=key, config={"displaylogo": False})
+    with drawn_from(SYNTHETIC):  # small made-up numbers: no model, no sentence, so no subtitle
+        chart(st, figure, key=key, config={"displaylogo": False})
 
 
 def render(result: AttentionResult | None = None) -> None:

@@ -26,7 +26,7 @@ from .. import cache, plain
 from ..controls import layer_head_picker
 from ..fallback import result_with
 from ..widgets import integer, text
-from ..export import chart
+from ..export import chart, drawn_from
 
 FULL = ("q", "k", "scores", "pattern")
 
@@ -50,6 +50,11 @@ def render(result: AttentionResult) -> None:
     decoded = result_with(result, DECODER_SELF)
     if decoded is None:
         return
+    with drawn_from(decoded.provenance):  # the demo model's run when the sidebar's model has no decoder
+        sections(decoded)
+
+
+def sections(decoded: AttentionResult) -> None:
     layer, head = layer_head_picker(decoded, DECODER_SELF, key="causal", reductions=False)
     labels = list((decoded.target_tokens or decoded.tokens).labels)
     n = len(labels)

@@ -19,7 +19,7 @@ from ..controls import attention_picker, for_group, layer_head_picker, pair_scal
 from ..tables import head_table
 from ..inputs import EXAMPLES, MAX_TEXT
 from ..widgets import choice, text
-from ..export import chart
+from ..export import chart, drawn_from
 
 TIRED = EXAMPLES["Coreference — tired (it → animal)"]
 WIDE = EXAMPLES["Coreference — wide (it → street)"]
@@ -79,7 +79,8 @@ def two_sentences(weighed: Weighted, text_b: str) -> None:
     top = pair_scale("compare_separate", a.matrix, b.matrix)
     left, right = st.columns(2)
     chart(left, heatmap(a, weighed, "sentence A", top), key="compare_pair_a")
-    chart(right, heatmap(b, weighed, "sentence B", top), key="compare_pair_b")
+    with drawn_from(other.provenance):
+        chart(right, heatmap(b, weighed, "sentence B", top), key="compare_pair_b")
     reason = misalignment(a.query_labels, b.query_labels) or misalignment(a.key_labels, b.key_labels)
     if reason is not None:
         st.info(reason)
@@ -112,7 +113,8 @@ def coreference_preset(model: str, weighting: str) -> None:
             (("tired", tired), ("wide", wide))}  # "it"'s row in that head, in each sentence
     top = pair_scale("compare_separate", *rows.values())
     for column, (name, row), run in zip(st.columns(2), rows.items(), (tired, wide)):
-        chart(column, cache.figure(attention_heatmap,
-                                   row, ["it"], list(run.result.tokens.labels), zmax=top, starts=(found.it, 0),
-                                   title=f"“it” with {name}: layer {layer}, head {head}{run.suffix}",
-                                   colorbar_title=run.quantity), key=f"coref_{name}")
+        with drawn_from(run.result.provenance):  # the preset's sentences, not the sidebar's
+            chart(column, cache.figure(attention_heatmap,
+                                       row, ["it"], list(run.result.tokens.labels), zmax=top, starts=(found.it, 0),
+                                       title=f"“it” with {name}: layer {layer}, head {head}{run.suffix}",
+                                       colorbar_title=run.quantity), key=f"coref_{name}")

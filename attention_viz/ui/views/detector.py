@@ -4,6 +4,8 @@ own pattern), averaged over the built-in probe set plus the user's sentence."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
 from ...analysis.detector import SCORES, top
@@ -26,7 +28,7 @@ from ..controls import token_picker
 from ..state import take
 from ..widgets import choice, integer
 from .. import cache
-from ..export import chart
+from ..export import chart, drawn_from
 
 EXPLANATION = (
     "Where a head looks on one sentence can be chance; the detector asks where it looks in general. Each "
@@ -85,8 +87,9 @@ def render(result: AttentionResult) -> dict:
     meanings = {**MEANINGS, OFFSET: f"share on the token {abs(offset)} place(s) {'after' if offset > 0 else 'before'}"
                 if offset else "share on the token itself (d = 0)"}
     columns = st.columns(2)
+    probed = replace(result.provenance, settings=(*result.provenance.settings, "with the built-in probe set"))
     for index, name in enumerate(names):
-        with columns[index % 2]:
+        with columns[index % 2], drawn_from(probed):  # averaged over the probes too, not the sentence alone
             chart(st, cache.figure(score_heatmap, scores[name], titles[name]), key=f"detector_chart_{name}")
             layer, head, value = top(scores[name], 1)[0]
             st.caption(f"{meanings[name]}. Highest: layer {layer}, head {head} ({value:.2f}).")

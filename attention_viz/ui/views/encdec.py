@@ -19,7 +19,7 @@ from ..fallback import result_with
 from ..inputs import MAX_TEXT
 from ..plain import literal
 from ..widgets import integer, text
-from ..export import chart
+from ..export import chart, drawn_from
 
 TRANSFORMER, RNN = "toy-translate", "toy-translate-rnn"
 
@@ -34,6 +34,11 @@ def render(result: AttentionResult) -> None:
     translated = result_with(result, CROSS)
     if translated is None:
         return
+    with drawn_from(translated.provenance):  # the demo model's run when the sidebar's model has no decoder
+        sections(translated)
+
+
+def sections(translated: AttentionResult) -> None:
     source = translated.tokens.text
     translation = translation_of(translated)
     if translation:
@@ -91,8 +96,10 @@ def data_flows(translated: AttentionResult, source: str, layer: int) -> None:
     left, right = st.columns(2)
     for column, run, name in ((left, forced, "teacher forcing"), (right, greedy, "inference (greedy)")):
         cross = run.stack("pattern", *CROSS)[layer].mean(axis=0)
-        chart(column, cache.figure(attention_heatmap, cross, list(run.target_tokens.labels), list(run.tokens.labels),
-                                              title=f"{name}: layer {layer}, mean of heads"), key=f"encdec_{name}")
+        with drawn_from(run.provenance):
+            chart(column, cache.figure(attention_heatmap, cross, list(run.target_tokens.labels),
+                                       list(run.tokens.labels), title=f"{name}: layer {layer}, mean of heads"),
+                  key=f"encdec_{name}")
     predicted = forced.meta.get("predicted")
     if not predicted:  # hf: models hand out attention only, not their predictions
         return
@@ -119,9 +126,10 @@ def beside_rnn(translated: AttentionResult, source: str, layer: int) -> None:
     for column, run in ((left, translated), (right, theirs)):
         stack = run.stack("pattern", *CROSS)
         chosen = min(layer, len(stack) - 1)
-        chart(column, cache.figure(attention_heatmap, stack[chosen].mean(axis=0), list(run.target_tokens.labels),
-                                              list(run.tokens.labels), title=f"{run.model}: layer {chosen}, mean"),
-                            key=f"encdec_align_{run.model}")
+        with drawn_from(run.provenance):
+            chart(column, cache.figure(attention_heatmap, stack[chosen].mean(axis=0), list(run.target_tokens.labels),
+                                       list(run.tokens.labels), title=f"{run.model}: layer {chosen}, mean"),
+                  key=f"encdec_align_{run.model}")
     st.caption("The RNN (Bahdanau et al. 2015) scores every encoder state against the decoder state with "
                "vᵀ tanh(W_q q + W_k k); the Transformer with scaled dot products in several heads and layers. "
                f"Their translations: “{literal(translation_of(translated))}” and “{literal(translation_of(theirs))}”.")

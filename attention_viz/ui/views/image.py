@@ -30,7 +30,8 @@ from ...inputs.images import MAX_BYTES, fit, load_image, read_image
 from ...core.result import AttentionResult
 from ...trained.scenes import BACKGROUND, generate
 from .. import cache, plain
-from ..export import chart, figure_downloads
+from ..export import chart, drawn_from, figure_downloads
+from ..fallback import runs_another_model
 
 MODEL = "show-attend-tell"
 CAPTIONER, VIT = "captioner", "vit"
@@ -115,7 +116,15 @@ def render(_: object = None) -> dict:
     return _vit() if mode == VIT else _captioner()
 
 
+def _images_not_text(model: str) -> None:
+    """The one line saying that this view runs ``model``, not the sidebar's."""
+    sidebar = str(st.session_state.get("model", ""))
+    if sidebar != model:
+        runs_another_model(model, f"the sidebar's {plain.literal(sidebar)} reads text, and this view reads images.")
+
+
 def _captioner() -> dict:
+    _images_not_text(MODEL)
     st.markdown(
         "Xu et al. (2015), *Show, Attend and Tell*: a CNN cuts the image into a grid of regions, and an LSTM "
         "writes the caption one word at a time. Before each word it scores every region against its state "
@@ -139,7 +148,8 @@ def _captioner() -> dict:
     except ModelError as problem:
         st.error(str(problem))  # our own words and numbers only (see caption_upload)
         return {"seed": seed}
-    _show(result)
+    with drawn_from(result.provenance if seed is not None else result.provenance.from_image(upload.name)):
+        _show(result)
     return {"seed": seed}
 
 
@@ -235,6 +245,7 @@ def _vit() -> dict:
         st.info("Give the folder of a Vision Transformer checkpoint, e.g. hf:./vit-base-patch16-224.")
         return {}
     name = spec if spec.startswith(HF_PREFIX) else HF_PREFIX + spec
+    _images_not_text(name)
     source = st.radio("Image", list(SOURCES), format_func=SOURCES.get, key="image_source", horizontal=True)
     seed = None
     try:
@@ -250,7 +261,8 @@ def _vit() -> dict:
     except ModelError as problem:
         plain.error(problem)  # it may quote the folder the user typed
         return {"seed": seed}
-    _show_vit(view, result)
+    with drawn_from(result.provenance if seed is not None else result.provenance.from_image(upload.name)):
+        _show_vit(view, result)
     return {"seed": seed}
 
 

@@ -5,13 +5,15 @@ lays out the inputs, the two metrics and the heatmap of restored fractions."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
 from ...analysis.patching import PRESETS, SITE_DESCRIPTIONS, SITES, Patching
 from ...figures.patching import patching_heatmap
 from ...core.result import AttentionResult
 from .. import cache, plain
-from ..export import chart
+from ..export import chart, drawn_from
 from ..heavy import heavy
 from ..widgets import choice, flag, text
 
@@ -85,7 +87,8 @@ def render(result: AttentionResult) -> dict:
     first.metric("Metric on the clean input", f"{patching.clean:.4f}")
     second.metric("Metric on the corrupt input", f"{patching.corrupt:.4f}")
     plain.caption(f"Measured: {patching.metric}.")
-    chart(st, cache.figure(patching_heatmap, patching), key="patching_map")
+    with drawn_from(replace(result.provenance, source=clean, target=None)):  # the pair typed here, not the sidebar's
+        chart(st, cache.figure(patching_heatmap, patching), key="patching_map")
     st.caption("Red: patching that site alone moves the metric towards the clean input's; blue: away from it; "
                "white: no effect. One colour range, centred at 0.")
     return {}

@@ -39,7 +39,7 @@ from .. import cache
 from ..controls import layer_head_picker, pair_scale
 from ..plain import literal
 from ..widgets import choice, integer, several
-from ..export import chart
+from ..export import SYNTHETIC, chart, drawn_from
 
 GROUP = ENCODER_SELF
 D_MODELS = [16, 32, 64, 128, 256, 384, 512]
@@ -90,8 +90,9 @@ def render(result: AttentionResult) -> None:
         "vector of its own, added to the token's embedding. This page shows the paper's choice (sines and "
         "cosines), the simpler codes it improves on, and what the model you loaded actually learned."
     )
-    sinusoids()
-    alternatives()
+    with drawn_from(SYNTHETIC):  # codes computed from their formulas: no model, no sentence
+        sinusoids()
+        alternatives()
     learned(result)
     rotary(result)
     with_and_without(result)
@@ -223,8 +224,9 @@ def rotary(result: AttentionResult) -> None:
 
     pairs = several("Pairs of dimensions to draw", range(d // 2), "positional_rope_pairs", (0, 4, d // 2 - 1))
     if pairs:
-        _chart(cache.figure(pair_rotation_figure, rotary_points(d, pairs, n, draw), pairs, wavelengths(d)[pairs]),
-               "positional_rope_pairs_chart")
+        with drawn_from(SYNTHETIC):  # a random vector turned by the formula: no model
+            _chart(cache.figure(pair_rotation_figure, rotary_points(d, pairs, n, draw), pairs, wavelengths(d)[pairs]),
+                   "positional_rope_pairs_chart")
     st.caption(
         f"Each panel is one pair (dimension i and i + {d // 2}) of the same query vector, placed at positions "
         f"0 to {n - 1} (the colour goes from dark to light with the position). The length of the pair never "
@@ -265,7 +267,8 @@ def rotary(result: AttentionResult) -> None:
     )
 
     bound, products = decay_cached(d)
-    _chart(cache.figure(decay_figure, bound, products), "positional_rope_decay")
+    with drawn_from(SYNTHETIC):
+        _chart(cache.figure(decay_figure, bound, products), "positional_rope_decay")
     st.caption(
         "Long-range decay: the RoFormer paper bounds how large q_m·k_n can be by a sum over the pairs' "
         "rotations, and that bound shrinks, with wiggles, as m − n grows: far-apart tokens tend to score "
@@ -289,7 +292,7 @@ def with_and_without(result: AttentionResult) -> None:
         _chart(cache.figure(attention_heatmap, with_pos, labels, title=f"with positions: layer {layer}, head {head}",
                             zmax=top),
                "positional_with")
-    with right:
+    with right, drawn_from(bare.provenance):
         _chart(cache.figure(attention_heatmap, without, labels,
                             title=f"positions switched off: layer {layer}, head {head}",
                                  zmax=top),
