@@ -7,8 +7,9 @@
     av.export(result, "attention.html", view="heads")   # the same as one file that opens offline
 
 Nothing here needs a server or the network: every output carries plotly.js itself. Only :func:`run`
-loads torch; :func:`show` and :func:`export` also work on a result read back with
-``AttentionResult.load_npz`` (what ``python -m attention_viz run`` writes).
+loads torch, and only :func:`show` and :func:`export` load plotly (a run on a machine without it
+works); they also work on a result read back with ``AttentionResult.load_npz`` (what
+``python -m attention_viz run`` writes).
 """
 
 from __future__ import annotations
@@ -17,21 +18,19 @@ import html
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import plotly.graph_objects as go
 
 from .analysis import FlowTooLarge, attention_flow, focus_matrix, rollout
 from .analysis.patching import Patching, resolve_inputs
 from .errors import ModelError
-from .figures.focus import focus_heatmap, highlighted_text
-from .figures.grid import heads_grid
-from .figures.heatmap import attention_heatmap
-from .figures.offline import figures_html, heads_html
-from .figures.patching import patching_heatmap
 from .core.names import CROSS, DECODER_SELF, ENCODER_SELF, Group
 from .core.result import AttentionResult
 from .analysis.selection import GROUP_NAMES, REDUCTIONS, Choice, displayed, group_tokens, reduce_heads
+
+if TYPE_CHECKING:  # the figures import plotly: each view imports what it draws with when it draws
+    import plotly.graph_objects as go
 
 __all__ = ["VIEWS", "Shown", "export", "patch", "run", "show"]
 
@@ -47,6 +46,8 @@ def run(
     *,
     kinds: Collection[str] = ("pattern",),
     mixing: Collection[str] = (),
+    device: str | None = None,
+    dtype: str | None = None,
 ) -> AttentionResult | list[AttentionResult]:
     """Run ``model`` on ``text`` and capture its attention.
 
@@ -61,6 +62,9 @@ def run(
     with the padding masked (encoder- and decoder-only models of ours; other models run them in turn).
     ``mixing``: context-mixing maps to add per layer, ``("value_zeroing", "alti")`` or either (Mohebbi et
     al. 2023; Ferrando et al. 2022): ``result.array(("encoder", "self_attn"), layer, "alti")`` → ``[query, key]``.
+    ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"``; ``dtype``: ``"float32"``, ``"bfloat16"`` or ``"float16"``
+    (None: ``ATTENTION_VIZ_DEVICE`` / ``ATTENTION_VIZ_DTYPE``, else auto, float32 on the CPU and bfloat16 on
+    CUDA). Patterns are computed in float32 whatever the weights' dtype.
 
     Returns an :class:`~attention_viz.core.result.AttentionResult`: ``result.tokens.labels``,
     ``result.pattern(("encoder", "self_attn"), layer)`` → ``[heads, query, key]``,
@@ -70,7 +74,7 @@ def run(
     """
     from .backends.registry import load_backend  # torch loads here, not at `import attention_viz`
 
-    backend = load_backend(model)
+    backend = load_backend(model, device=device, dtype=dtype)
     if not isinstance(text, str):
         if target is not None or mixing:
             raise ModelError("a list of texts takes no target and no mixing: run those one text at a time")
@@ -97,6 +101,8 @@ def patch(
     site: str = "heads",
     noising: bool = False,
     token: str | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
 ) -> PatchResult:
     """Activation patching: which heads (``site="heads"``, ``"patterns"``), layers × positions
     (``"resid"``) or heads × positions (``"head_positions"``) carry what makes ``clean`` answer
@@ -107,6 +113,7 @@ def patch(
     corrupt). Without texts and words, the model's preset pair (``minilm``: "... it was too
     tired/wide", ``toy-translate``: signée/signé, ``induction``: a shuffled first copy).
     ``token``: encoders only, the token whose representation is compared (default: the first pronoun).
+    ``device``, ``dtype``: as in :func:`run`.
 
     Returns a :class:`~attention_viz.analysis.patching.Patching`: ``result["heads"]`` (numpy, one row
     per layer), ``result.clean``, ``result.corrupt``, ``result.metric``, ``result.to_dict()`` (the CLI's
@@ -117,7 +124,8 @@ def patch(
     from .backends.registry import load_backend
 
     texts = resolve_inputs(model, clean, corrupt, answer, wrong)
-    found = run_patching(load_backend(model), *texts, site=site, noising=noising, token=token)
+    backend = load_backend(model, device=device, dtype=dtype)
+    found = run_patching(backend, *texts, site=site, noising=noising, token=token)
     return PatchResult(**{f.name: getattr(found, f.name) for f in fields(found)})
 
 
@@ -128,6 +136,8 @@ class PatchResult(Patching):
 
     def show(self, **options) -> go.Figure:
         """The heatmap of restored fractions (a Plotly figure: a notebook draws it inline)."""
+        from .figures.patching import patching_heatmap
+
         return patching_heatmap(self, **options)
 
 
@@ -202,6 +212,9 @@ def show(
     """
     if view not in VIEWS:
         raise ValueError(f"unknown view {view!r}; choose from {', '.join(VIEWS)}")
+    from .figures.grid import heads_grid
+    from .figures.offline import figures_html, heads_html
+
     group = _attention(result, attention)
     if view == "heads":  # the page opens on the chosen attention, layer and head
         start = (group, _layer(result, group, layer, 0), _head(result, group, head))
@@ -315,11 +328,13 @@ def _heads_height(result: AttentionResult) -> int:
 
 # --- the views: each returns (figures, plain-text notes, package-built HTML) -----------------------
 
-View = tuple[list[go.Figure], list[str], list[str]]
+View = tuple[list["go.Figure"], list[str], list[str]]
 
 
 def _head_view(result: AttentionResult, group: Group, layer: int, head: Head, words: bool, hide_special: bool,
                threshold: float) -> View:
+    from .figures.heatmap import attention_heatmap
+
     shown = displayed(result, Choice(group, layer, head, words, hide_special, threshold))
     figure = attention_heatmap(shown.matrix, shown.query_labels, shown.key_labels,
                                title=_title(group, _head_name(layer, head)), threshold=threshold)
@@ -328,6 +343,8 @@ def _head_view(result: AttentionResult, group: Group, layer: int, head: Head, wo
 
 def _compare_view(result: AttentionResult, group: Group, layer: int, head: Head,
                   other: AttentionResult | tuple[int, Head] | None) -> View:
+    from .figures.heatmap import attention_heatmap
+
     if isinstance(other, AttentionResult):
         other_group = _attention(other, next(k for k, g in ATTENTIONS.items() if g == group))
         a, b = displayed(result, Choice(group, layer, head)), displayed(other, Choice(other_group, layer, head))
@@ -355,6 +372,8 @@ def _compare_view(result: AttentionResult, group: Group, layer: int, head: Head,
 
 def _focus_view(result: AttentionResult, group: Group, layer: int, head: Head, query: int | str | None,
                 key: int | str | None) -> View:
+    from .figures.focus import focus_heatmap, highlighted_text
+
     query_tokens, key_tokens = group_tokens(result, group)
     queries, keys = list(query_tokens.labels), list(key_tokens.labels)
     q = _token(queries, query, "it", 1, "query")
@@ -367,6 +386,8 @@ def _focus_view(result: AttentionResult, group: Group, layer: int, head: Head, q
 
 
 def _layers_view(result: AttentionResult, group: Group, query: int | str | None) -> View:
+    from .figures.heatmap import attention_heatmap
+
     stack = result.stack("pattern", *group)
     labels = list(group_tokens(result, group)[0].labels)
     q = _token(labels, query, "it", 0, "query")
@@ -385,6 +406,8 @@ def _layers_view(result: AttentionResult, group: Group, query: int | str | None)
 
 
 def _rollout_view(result: AttentionResult, group: Group, layer: int) -> View:
+    from .figures.heatmap import attention_heatmap
+
     labels = list(group_tokens(result, group)[0].labels)
     rolled = rollout(result.stack("pattern", *group))[layer]
     note = "Each layer's head mean plus the residual identity (½A + ½I), rows renormalized, multiplied through the layers."

@@ -38,6 +38,19 @@ SLOWEST_FIRST = [
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+    skip_gpu(items)
+
+
+def skip_gpu(items: list[pytest.Item]) -> None:
+    """Tests marked ``gpu`` need CUDA: where torch sees none the hardware is absent, and they skip."""
+    gpu = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu:
+        return
+    import torch  # only when a gpu test was collected
+
+    if not torch.cuda.is_available():
+        for item in gpu:
+            item.add_marker(pytest.mark.skip(reason="needs CUDA: torch sees no GPU on this machine"))
 
 
 # The tests that drive the served app in Chromium run on one worker, one after another: a worker that

@@ -49,9 +49,9 @@ def opened(monkeypatch):
     specs = []
     real = hf.HFBackend
 
-    def recording(spec):
+    def recording(spec, *placement):
         specs.append(spec)
-        return real(spec)
+        return real(spec, *placement)
 
     monkeypatch.setattr(hf, "HFBackend", recording)
     return specs

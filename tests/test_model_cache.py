@@ -137,5 +137,5 @@ def test_the_registry_keeps_at_most_the_operators_number_of_models(monkeypatch):
     first = registry.load_backend("toy-translate")
     assert registry.load_backend("toy-translate") is first
     registry.load_backend("toy-translate-rnn")
-    assert registry._loaded.keys() == ["toy-translate-rnn"]
+    assert registry._loaded.keys() == ["toy-translate-rnn on cpu/float32"]  # one entry per name and placement
     assert registry.load_backend("toy-translate") is not first  # evicted, so loaded afresh

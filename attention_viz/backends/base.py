@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..runtime import memory
+from ..runtime.device import CPU, Placement
 from ..analysis.ablation import Ablation
 from ..analysis.long_input import LongInput
 from ..analysis.probes import english_probes
@@ -67,6 +68,12 @@ class Backend(ABC):
     # whose code runs the forward: "ours" (model.py, the trained models) or "transformers"; every
     # result's meta["implementation"] says the same
     implementation: str = "ours"
+    placement: Placement = CPU  # where the weights are and their dtype (see place)
+
+    def place(self, placement: Placement) -> None:
+        """Move the model to ``placement``'s device and dtype (once, right after loading). Backends
+        that run on the CPU in float32 only stay there under ``auto`` and refuse anything else."""
+        self.placement = placement.on_cpu(self.name)
 
     @abstractmethod
     def tokenize(self, text: str) -> tuple[Tokens, int]:

@@ -39,12 +39,15 @@ def run_batch(backend: Backend, texts: Sequence[str], kinds: Collection[str] = (
         ids[i, : lengths[i]] = torch.tensor(tokens.ids)
         real[i, : lengths[i]] = True
     model = backend.model  # type: ignore[attr-defined]
+    device = next(model.parameters()).device
+    ids, real = ids.to(device), real.to(device)
     padding = {"src_padding": real} if model.config.shape == "encoder-only" else {"tgt_padding": real}
     with torch.inference_mode(), capture(kinds=tuple(kinds)) as recorded:
         model(ids, **padding)
     results = []
     for i, ((tokens, dropped), n, text) in enumerate(zip(encoded, lengths, texts)):
-        arrays = {name: _cut(name, recorded[name][i], n).float().numpy().copy() for name in recorded.names_recorded()}
+        arrays = {name: _cut(name, recorded[name][i], n).float().cpu().numpy().copy()
+                  for name in recorded.names_recorded()}
         meta = (backend.meta(dropped) if isinstance(backend, OursDecoderBackend)
                 else {"dropped": dropped, "implementation": backend.implementation})
         meta["batch"] = len(texts)  # how many texts shared the forward

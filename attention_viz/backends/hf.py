@@ -56,6 +56,7 @@ from ..weights.matching import NAMED, mismatch
 from ..weights.safetensors_io import check_folder, read_config, safetensors_files
 from ..errors import ModelError
 from ..runtime.access import HUB_ID
+from ..runtime.device import CPU, Placement
 from ..runtime.settings import ALLOW_DOWNLOAD_ENV, downloads_allowed
 from ..core.names import CROSS, DECODER_SELF, ENCODER_SELF, Group, hook_name
 from .base import Backend, check_text, require_readable
@@ -150,7 +151,8 @@ class HFBackend(Backend):
     implementation = "transformers"
     kinds = ("pattern",)
 
-    def __init__(self, spec: str) -> None:
+    def __init__(self, spec: str, placement: Placement = CPU) -> None:
+        """Weights are read in ``placement``'s dtype directly (no float32 copy of a large model first)."""
         self.spec = spec
         self.name = f"hf:{spec}"
         source = self._locate(spec)
@@ -168,11 +170,12 @@ class HFBackend(Backend):
         model_class = AutoModelForSeq2SeqLM if self.shape == "encoder-decoder" else AutoModel
         # Mis-shaped tensors are reported with the rest below (transformers alone raises without naming them).
         model, loading = self._load(
-            "model", model_class, source, attn_implementation="eager", use_safetensors=True, dtype=torch.float32,
-            output_loading_info=True, ignore_mismatched_sizes=True,
+            "model", model_class, source, attn_implementation="eager", use_safetensors=True,
+            dtype=placement.torch_dtype, output_loading_info=True, ignore_mismatched_sizes=True,
         )
         check_loading(self.name, model, loading)
-        self.model = model.eval()
+        self.model = model.eval().to(placement.device)
+        self.placement = placement
         self.decoder_start_id = self._decoder_start_id() if self.shape == "encoder-decoder" else None
 
     # -- loading ---------------------------------------------------------------------------------
@@ -244,6 +247,11 @@ class HFBackend(Backend):
                 return start
         raise ModelError(f"{self.name} has no decoder_start_token_id in its config")
 
+    def place(self, placement: Placement) -> None:
+        if placement.key != self.placement.key:
+            self.model = self.model.to(device=placement.device, dtype=placement.torch_dtype)
+        self.placement = placement
+
     # -- running ---------------------------------------------------------------------------------
     def tokenize(self, text: str) -> tuple[Tokens, int]:
         tokens, dropped = tokenize(self.tokenizer, check_text(text), self.max_tokens)
@@ -270,7 +278,7 @@ class HFBackend(Backend):
         tokens, dropped = self.tokenize(text)
         if not tokens.ids:
             raise ModelError("the text gives no tokens; type something")
-        ids = torch.tensor([tokens.ids])  # (1, S): one sentence, so no padding anywhere
+        ids = torch.tensor([tokens.ids], device=self.model.device)  # (1, S): one sentence, so no padding anywhere
         meta: dict = {"dropped": dropped, "implementation": self.implementation,
                       "provenance": run_of(self.name, self.implementation, text, target)}
         with torch.inference_mode():
@@ -294,7 +302,7 @@ class HFBackend(Backend):
         out = self.model(
             input_ids=ids,
             attention_mask=torch.ones_like(ids),
-            decoder_input_ids=torch.tensor([decoder_ids]),
+            decoder_input_ids=torch.tensor([decoder_ids], device=ids.device),
             output_attentions=True,  # in 5.x this also returns cross_attentions
             use_cache=False,
         )
@@ -349,7 +357,9 @@ class HFBackend(Backend):
     def _patterns(self, attentions, group: Group, queries: int, keys: int) -> dict[str, np.ndarray]:
         """Per-layer ``[1, heads, ≥q, ≥k]`` weights → ``{hook name: [heads, q, k] float32}``.
 
-        Slicing to the real lengths drops padding, should a model ever pad internally.
+        Slicing to the real lengths drops padding, should a model ever pad internally. In bfloat16 or
+        float16 the weights are transformers' own, in that dtype (some eager code computes the softmax
+        in float32 and rounds it, some does not): our Transformer keeps them float32.
         """
         if not attentions:
             raise ModelError(f"{self.name} returned no attention weights for {'.'.join(group)}")
@@ -358,5 +368,5 @@ class HFBackend(Backend):
             if weights.dim() != 4 or weights.shape[-2] < queries or weights.shape[-1] < keys:
                 shape = tuple(weights.shape)
                 raise ModelError(f"{self.name}: unexpected attention shape {shape} for {hook_name(group, i, 'pattern')}")
-            arrays[hook_name(group, i, "pattern")] = weights[0, :, :queries, :keys].float().numpy()
+            arrays[hook_name(group, i, "pattern")] = weights[0, :, :queries, :keys].float().cpu().numpy()
         return arrays

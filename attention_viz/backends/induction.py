@@ -25,7 +25,8 @@ from ..trained import checkpoint
 from ..trained.vocab import Vocab
 from ..trained.induction_data import MAX_SEGMENT, MIN_SEGMENT, SYMBOLS
 from .base import Backend, Outputs, check_text
-from .ours import ablation_context, output_projection
+from .ours import ablation_context, input_ids, output_projection, placed, to_numpy
+from ..runtime.device import Placement
 
 
 class InductionBackend(Backend):
@@ -45,6 +46,9 @@ class InductionBackend(Backend):
             return cls(name, checkpoint.load(folder))
         except ValueError as error:
             raise ModelError(str(error)) from None
+
+    def place(self, placement: Placement) -> None:
+        self.model, self.placement = placed(self.model, placement), placement
 
     def tokenize(self, text: str) -> tuple[Tokens, int]:
         symbols = check_text(text).lower().split()
@@ -68,19 +72,19 @@ class InductionBackend(Backend):
         if target is not None:
             raise ModelError(f"{self.name} is a decoder-only model: it takes no target text")
         tokens, dropped = self.tokenize(text)
-        ids = torch.tensor([tokens.ids])
+        ids = input_ids(self.model, tokens.ids)
         meta: dict = {"dropped": dropped, "implementation": self.implementation}
+        meta["provenance"] = run_of(self.name, self.implementation, text, None, ablation and ablation.describe())
         if ablation is not None:
             meta["ablation"] = ablation.to_dict()
         with torch.inference_mode(), ablation_context(self.model, ablation), capture(kinds=kinds) as recorded:
             hidden = self.model(ids)  # (1, T, d_model)
-        meta["provenance"] = run_of(self.name, self.implementation, text, None, ablation and ablation.describe())
         with torch.inference_mode():
-            log_probs = self.model.logits(hidden).log_softmax(-1)[0]  # (T, V)
+            log_probs = self.model.logits(hidden).float().log_softmax(-1)[0]  # (T, V)
             following = log_probs[:-1].gather(-1, ids[0, 1:, None])[:, 0]  # log p(token t+1 | ..t)
         meta["predicted"] = self.vocab.decode(log_probs.argmax(-1).tolist(), strip=False)
         result = AttentionResult.from_recorder(self.name, tokens, recorded, meta=meta)
-        return result, Outputs(hidden[0].numpy(), following.numpy())
+        return result, Outputs(to_numpy(hidden[0]), to_numpy(following))
 
     def output_projection(self, group: Group, layer: int):
         return output_projection(self.model, group, layer)

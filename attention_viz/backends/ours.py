@@ -1,5 +1,6 @@
-"""What every backend running our own Transformer (model.py) shares: reading an attention's output
-projection, and turning a plain :class:`~attention_viz.analysis.ablation.Ablation` into the per-call
+"""What every backend running our own Transformer (model.py) shares: placing it on a device and dtype,
+its inputs there and its outputs back as float32 numpy, reading an attention's output projection, and
+turning a plain :class:`~attention_viz.analysis.ablation.Ablation` into the per-call
 head removal of :func:`attention_viz.core.hooks.ablate`."""
 
 from __future__ import annotations
@@ -15,6 +16,26 @@ from ..errors import ModelError
 from ..core.hooks import HeadRemoval, ablate
 from ..core.model import MultiHeadAttention, Transformer
 from ..core.names import Group
+from ..runtime.device import Placement
+
+
+def placed(model: Transformer, placement: Placement) -> Transformer:
+    """``model`` moved to ``placement``'s device, its floating weights and buffers cast to its dtype."""
+    return model.to(device=placement.device, dtype=placement.torch_dtype)
+
+
+def device_of(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def input_ids(model: torch.nn.Module, ids: list[int]) -> torch.Tensor:
+    """One sequence of token ids as a ``(1, T)`` batch on the model's device."""
+    return torch.tensor([ids], device=device_of(model))
+
+
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """float32 on the CPU, whatever the model's device and dtype (numpy has no bfloat16)."""
+    return tensor.detach().float().cpu().numpy()
 
 
 def attention_module(model: Transformer, group: Group, layer: int) -> MultiHeadAttention | None:
@@ -29,7 +50,7 @@ def attention_module(model: Transformer, group: Group, layer: int) -> MultiHeadA
 def output_projection(model: Transformer, group: Group, layer: int) -> np.ndarray | None:
     """W_O as ``(h·d_k, d_model)`` for ``x W_O`` (nn.Linear stores its transpose)."""
     module = attention_module(model, group, layer)
-    return None if module is None else module.w_o.weight.detach().T.float().numpy().copy()
+    return None if module is None else to_numpy(module.w_o.weight.T).copy()
 
 
 def removals(model: Transformer, ablation: Ablation) -> dict[str, HeadRemoval]:
@@ -40,9 +61,11 @@ def removals(model: Transformer, ablation: Ablation) -> dict[str, HeadRemoval]:
         if module is None or not 0 <= index < module.h:
             raise ModelError(f"the model has no head {format_head(head)}")
     out = {}
+    device = device_of(model)
     for name, heads in ablation.by_context().items():
         rows = ablation.replacement(name)
-        out[name] = HeadRemoval(heads, None if rows is None else torch.as_tensor(rows, dtype=torch.float32))
+        replacement = None if rows is None else torch.as_tensor(rows, dtype=torch.float32, device=device)
+        out[name] = HeadRemoval(heads, replacement)
     return out
 
 

@@ -41,7 +41,8 @@ from ..weights.safetensors_io import read_config, read_safetensors, safetensors_
 from .base import Backend, Outputs, check_text, require_readable
 from .hub import local_folder
 from .long_passes import passes_for
-from .ours import ablation_context, output_projection
+from .ours import ablation_context, input_ids, output_projection, placed, to_numpy
+from ..runtime.device import Placement
 
 MAX_TOKENS_CAP = 1024  # a capture keeps layers × heads × T² floats; the head view reads longer inputs blockwise
 LOGIT_ROWS = 256  # positions scored at once: a (rows, vocab) block, not (T, vocab) (150k-word vocabularies)
@@ -112,6 +113,9 @@ class OursDecoderBackend(Backend):
         self._no_head = None if model.decoder.generator is not None else (
             f"{name}: this checkpoint has no LM head (saved as {saved_as}): next-token views need one")
 
+    def place(self, placement: Placement) -> None:
+        self.model, self.placement = placed(self.model, placement), placement
+
     def tokenize(self, text: str) -> tuple[Tokens, int]:
         tokens, dropped = tokenize(self.tokenizer, check_text(text), self.max_tokens)
         return require_readable(tokens), dropped
@@ -134,7 +138,7 @@ class OursDecoderBackend(Backend):
         if self._no_head:
             raise ModelError(self._no_head)
         result, hidden, ids = self._capture(text, target, kinds, ablation)
-        return result, Outputs(hidden.float().numpy(), self._following(hidden, ids).numpy())
+        return result, Outputs(to_numpy(hidden), to_numpy(self._following(hidden, ids)))
 
     def _capture(
         self, text: str, target: str | None, kinds: Collection[str] | None, ablation: Ablation | None
@@ -144,13 +148,13 @@ class OursDecoderBackend(Backend):
         tokens, dropped = self.tokenize(text)
         longer = "; the head view reads longer texts blockwise" if self.can_read_long else ""
         check_capture(self.model, self.name, len(tokens), kinds, longer=longer)
-        ids = torch.tensor([tokens.ids])  # (1, T)
+        ids = input_ids(self.model, tokens.ids)  # (1, T)
         meta = self.meta(dropped)
+        meta["provenance"] = run_of(self.name, self.implementation, text, None, ablation and ablation.describe())
         if ablation is not None:
             meta["ablation"] = ablation.to_dict()
         with torch.inference_mode(), ablation_context(self.model, ablation), capture(kinds=kinds) as recorded:
             hidden = self.model(ids)  # (1, T, d_model)
-        meta["provenance"] = run_of(self.name, self.implementation, text, None, ablation and ablation.describe())
         return AttentionResult.from_recorder(self.name, tokens, recorded, meta=meta), hidden[0], ids[0]
 
     def _following(self, hidden: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -182,7 +186,7 @@ class OursDecoderBackend(Backend):
         if not self.can_read_long:
             return super().long_input(tokens, dropped)
         check_long(self.model, self.name, len(tokens))
-        kept = queries_and_keys(self.model, torch.tensor([tokens.ids]))  # layers run as views ask
+        kept = queries_and_keys(self.model, input_ids(self.model, tokens.ids))  # layers run as views ask
         return LongInput(self.name, tokens, kept, dropped, passes_for(kept))
 
     def meta(self, dropped: int) -> dict:

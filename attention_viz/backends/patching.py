@@ -22,7 +22,7 @@ Metrics, one scalar per run (what the issue and the patching papers use):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -35,7 +35,7 @@ from ..core.model import Transformer, decoder_mask
 from ..core.names import CROSS, DECODER_SELF, ENCODER_SELF, GROUPS, Group, hook_name, layer_hook_name, parse_layer_hook_name
 from ..inputs.tokens import Tokens
 from .base import Backend, check_text
-from .ours import attention_module
+from .ours import attention_module, device_of
 
 BUDGET = 2**26  # floats of activations a batch of patched runs may hold at its widest (256 MB)
 PRONOUNS = ("it", "he", "she", "they", "him", "her", "them", "its", "his", "their")
@@ -336,7 +336,10 @@ class Experiment:
         self.site = check_site(site)
         self.backend, self.noising = backend, noising
         self.model = patchable_model(backend)
-        self.clean_side, self.corrupt_side, self.metric = sides(backend, clean, corrupt, answer, wrong, token)
+        found = sides(backend, clean, corrupt, answer, wrong, token)
+        device = device_of(self.model)  # the inputs go where the model is (the sides build them on the CPU)
+        self.clean_side, self.corrupt_side = (replace(s, args=tuple(a.to(device) for a in s.args)) for s in found[:2])
+        self.metric = found[2]
         self.source, self.receiver = ((self.corrupt_side, self.clean_side) if noising
                                       else (self.clean_side, self.corrupt_side))
         self.names, self.rows, heads = hooks_for(self.model, site)

@@ -4,6 +4,9 @@
 ``hf:<id or path>``   any model ``transformers`` can load: in our own decoder where we implement the
                       architecture (Llama, Mistral, Qwen2, GPT-NeoX, GPT-2), else in ``transformers`` eager
 demo models           our own small trained models, shipped in the repo (see attention_viz/trained)
+
+Each is placed on a device and dtype when it loads (runtime/device.py: the request, else
+ATTENTION_VIZ_DEVICE / ATTENTION_VIZ_DTYPE, else auto); one name on two placements is two models.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..runtime.access import check_folder_files, hf_source
+from ..runtime.device import Placement, resolve
 from ..errors import ModelError
 from ..runtime.model_cache import ModelCache
 from ..trained.shipped import CAPTIONER_FILES, TRANSFORMER_FILES
@@ -33,6 +37,7 @@ class ModelInfo:
     locate: Callable[[], Path]  # where its files are; raises ModelError when not installed
     load: Callable[[str, Path], Backend]
     implementation: str = "ours"  # the loaded backend's, known before loading (the sidebar says it)
+    placeable: bool = True  # runs on any device and dtype; False: on the CPU in float32 only (Backend.place)
 
 
 def _minilm_folder() -> Path:
@@ -90,6 +95,7 @@ MODELS: dict[str, ModelInfo] = {
         "our Transformer (3+3 layers × 4 heads) trained on a synthetic English→French corpus with gold alignments",
         _shipped_folder("toy-translate", TRANSFORMER_FILES, "python -m attention_viz.trained.train --model toy-translate"),
         _load_translation,
+        placeable=False,
     ),
     "toy-translate-rnn": ModelInfo(
         "toy-translate-rnn",
@@ -98,6 +104,7 @@ MODELS: dict[str, ModelInfo] = {
         _shipped_folder("toy-translate-rnn", TRANSFORMER_FILES,
                         "python -m attention_viz.trained.train --model toy-translate-rnn"),
         _load_translation,
+        placeable=False,
     ),
     "induction": ModelInfo(
         "induction",
@@ -113,6 +120,7 @@ MODELS: dict[str, ModelInfo] = {
         "image captioner (Show, Attend and Tell): CNN regions, LSTM with additive attention, synthetic scenes",
         _shipped_folder("show-attend-tell", CAPTIONER_FILES, "python -m attention_viz.trained.train_captioner"),
         _load_captioner,
+        placeable=False,
     ),
 }
 
@@ -135,29 +143,56 @@ def unknown_model_message(name: str) -> str:
     return f"unknown model {name!r}; available: {', '.join(MODELS)}, or hf:<hub id or local folder>"
 
 
-def load_backend(name: str, *, exposed: bool = False) -> Backend:
+def load_backend(name: str, *, exposed: bool = False, device: str | None = None, dtype: str | None = None) -> Backend:
     """The backend for ``name``, loaded on first use and shared afterwards (thread-safe).
 
     ``exposed``: the app is served beyond loopback, which narrows what ``hf:`` may load (access.py).
+    ``device`` (cpu, cuda, auto) and ``dtype`` (float32, bfloat16, float16): None takes the operator's
+    environment, else auto (see runtime/device.py); an impossible request is a one-line ModelError.
     """
     name = name.strip()
     if name.startswith(HF_PREFIX):  # the operator's roots, checked before the path is touched
         name = HF_PREFIX + hf_source(name[len(HF_PREFIX) :].strip(), exposed=exposed)
+        _check_hf(name[len(HF_PREFIX) :])
     elif name not in MODELS:
         raise ModelError(unknown_model_message(name))
-    return _loaded.get_or_load(name, lambda: _load(name))
+    placement = resolve(device, dtype)  # torch loads here (is there CUDA?): the name was refused before
+    return _loaded.get_or_load(cache_key(name, placement), lambda: _load(name, placement))
 
 
-def _load(name: str) -> Backend:
+def planned_placement(name: str) -> Placement:
+    """Where a registered model will run, known before it loads (the sidebar says it): the
+    environment's device and dtype, or the CPU for a model that runs there only."""
+    placement = resolve()
+    return placement if MODELS[name].placeable else placement.on_cpu(name)
+
+
+def cache_key(name: str, placement: Placement) -> str:
+    return f"{name} on {placement.key}"
+
+
+def _load(name: str, placement: Placement) -> Backend:
+    backend = _build(name, placement)
+    backend.place(placement)
+    return backend
+
+
+def _check_hf(spec: str) -> None:
+    """What refuses an ``hf:`` name without torch: no name, a hub id not cached while downloads are off,
+    files outside the operator's roots."""
+    spec = spec.strip()
+    if not spec:
+        raise ModelError("hf: needs a hub id or a local folder, e.g. hf:./my-model")
+    from .hub import local_folder
+
+    local_folder(spec)
+    if Path(spec).expanduser().is_dir():  # a folder (hub snapshots link into the cache's blobs by design)
+        check_folder_files(spec)  # inside the operator's roots, its files too, not only the folder
+
+
+def _build(name: str, placement: Placement) -> Backend:
     if name.startswith(HF_PREFIX):
         spec = name[len(HF_PREFIX) :].strip()
-        if not spec:
-            raise ModelError("hf: needs a hub id or a local folder, e.g. hf:./my-model")
-        from .hub import local_folder
-
-        local_folder(spec)  # a hub id not cached while downloads are off fails here, before torch is imported
-        if Path(spec).expanduser().is_dir():  # a folder (hub snapshots link into the cache's blobs by design)
-            check_folder_files(spec)  # inside the operator's roots, its files too, not only the folder
         from .ours_decoder import open_in_ours  # architectures we implement run in our own model
 
         ours = open_in_ours(spec)
@@ -170,6 +205,6 @@ def _load(name: str) -> Backend:
             return vit
         from .hf import HFBackend
 
-        return HFBackend(spec)
+        return HFBackend(spec, placement)
     info = MODELS[name]
     return info.load(name, info.locate())

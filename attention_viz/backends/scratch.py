@@ -23,7 +23,8 @@ from ..errors import ModelError
 from ..analysis.ablation import Ablation
 from ..core.names import Group
 from .base import Backend, Outputs, check_text, require_readable
-from .ours import ablation_context, output_projection
+from .ours import ablation_context, input_ids, output_projection, placed, to_numpy
+from ..runtime.device import Placement
 
 
 class ScratchEncoderBackend(Backend):
@@ -44,6 +45,9 @@ class ScratchEncoderBackend(Backend):
         """A folder with ``config.json``, ``model.safetensors`` and ``tokenizer.json`` or ``vocab.txt``."""
         model = build_bert(read_config(folder), read_safetensors(folder))
         return cls(name, model, load_tokenizer(folder))
+
+    def place(self, placement: Placement) -> None:
+        self.model, self.placement = placed(self.model, placement), placement
 
     def tokenize(self, text: str) -> tuple[Tokens, int]:
         tokens, dropped = tokenize(self.tokenizer, check_text(text), self.max_tokens)
@@ -70,7 +74,7 @@ class ScratchEncoderBackend(Backend):
         if target is not None:
             raise ModelError(f"{self.name} is an encoder-only model: it takes no target text")
         tokens, dropped = self.tokenize(text)
-        ids = torch.tensor([tokens.ids])
+        ids = input_ids(self.model, tokens.ids)
         meta: dict = {"dropped": dropped, "implementation": self.implementation}
         meta["provenance"] = run_of(self.name, self.implementation, text, None, ablation and ablation.describe(),
                                     None if use_positions else "positions off")
@@ -79,7 +83,7 @@ class ScratchEncoderBackend(Backend):
         with torch.inference_mode(), ablation_context(self.model, ablation), capture(kinds=kinds) as recorded:
             hidden = self.model(ids, use_positions=use_positions)
         result = AttentionResult.from_recorder(self.name, tokens, recorded, meta=meta)
-        return result, Outputs(hidden[0].numpy())
+        return result, Outputs(to_numpy(hidden[0]))
 
     def output_projection(self, group: Group, layer: int):
         return output_projection(self.model, group, layer)
@@ -91,7 +95,7 @@ class ScratchEncoderBackend(Backend):
 
     def position_table(self) -> np.ndarray | None:
         positions = self.model.encoder.embed.positions
-        return positions.weight.detach().float().numpy().copy() if isinstance(positions, LearnedEncoding) else None
+        return to_numpy(positions.weight).copy() if isinstance(positions, LearnedEncoding) else None
 
     def inside_head(self, ids: Sequence[int], layer: int, head: int, scale: bool = True) -> InsideHead:
         return inside_head(self.model, list(ids), layer, head, scale)
@@ -105,11 +109,11 @@ class ScratchEncoderBackend(Backend):
         encoder = self.model.encoder
         states = []
         with torch.inference_mode(), capture(kinds=kinds) as recorded:
-            x = encoder.embed(torch.tensor([tokens.ids]))  # (1, T, d_model)
+            x = encoder.embed(input_ids(self.model, tokens.ids))  # (1, T, d_model)
             for layer in encoder.layers:
                 x = layer(x, None)
                 states.append(x[0])
         result = AttentionResult.from_recorder(self.name, tokens, recorded,
                                                meta={"dropped": dropped, "implementation": self.implementation,
                                                      "provenance": run_of(self.name, self.implementation, text)})
-        return result, torch.stack(states).float().numpy()  # (layers, T, d_model)
+        return result, to_numpy(torch.stack(states))  # (layers, T, d_model)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import ModelError
+from .common import add_placement_options, missing_folder, placement
 
 MODEL = "show-attend-tell"
 
@@ -17,6 +18,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     source.add_argument("--scene", type=_seed, metavar="SEED", help="a generated scene (seed 0 .. 2**63-1)")
     source.add_argument("--image", metavar="FILE", help="a PNG or JPEG file (fitted into the model's image size)")
     caption.add_argument("--out", required=True, help="where to write the .npz")
+    add_placement_options(caption)
 
 
 def _seed(value: str) -> int:
@@ -32,8 +34,6 @@ def _seed(value: str) -> int:
 def cmd_caption(args: argparse.Namespace) -> int:
     if not args.out.endswith(".npz"):
         raise ModelError("--out must end in .npz")
-    from .common import missing_folder
-
     if problem := missing_folder(args.out):
         raise ModelError(problem)
     from ..inputs.images import fit, load_image_file
@@ -43,7 +43,7 @@ def cmd_caption(args: argparse.Namespace) -> int:
     from ..backends.registry import load_backend  # torch loads only for this command
     from ..trained.scenes import BACKGROUND
 
-    backend = load_backend(MODEL)
+    backend = load_backend(MODEL, **placement(args))
     if image is None:
         result = backend.caption_scene(args.scene)
     else:

@@ -17,6 +17,7 @@ from ..backends.registry import DEFAULT_MODEL, load_backend
 from ..errors import ModelError
 from ..core.names import CROSS, DECODER_SELF, ENCODER_SELF, Group, parse_hook_name
 from ..core.result import AttentionResult
+from .common import add_placement_options, placement
 
 if TYPE_CHECKING:  # torch loads with the model, not with the argument parser
     from ..backends.base import Backend, Outputs
@@ -103,10 +104,11 @@ def add_parser(commands) -> None:
     heads.add_argument("--offset", type=int, action="append", default=[],
                        help="also score a fixed relative offset d (key = query + d); repeatable")
     heads.add_argument("--json", action="store_true", help="print {score_name: [[per head] per layer]}")
+    add_placement_options(heads)
 
 
 def cmd_heads(args: argparse.Namespace) -> int:
-    backend = load_backend(args.model)
+    backend = load_backend(args.model, **placement(args))
     group = ATTENTIONS[args.attention] if args.attention else default_group(backend)
     if group == DECODER_SELF and backend.shape == "encoder-only" or group == ENCODER_SELF and backend.shape == "decoder-only":
         raise ModelError(f"{backend.name} has no {group[0]} self-attention")

@@ -10,13 +10,17 @@ import argparse
 from collections.abc import Sequence
 
 from . import caption, heads, patch
-from .common import Parser, fail, missing_folder
+from .common import Parser, add_placement_options, fail, missing_folder, placement
 from ..errors import ModelError
 from ..atlas import cli as atlas_cli
 from ..backends.registry import DEFAULT_MODEL, MODELS, availability, load_backend
-from ..figures.views import VIEWS
 from ..core.names import KINDS
 from ..inputs.text_file import read_text_path
+
+# figures/views.py's VIEWS (which imports plotly) and the every-head page: named here so that a run,
+# which draws nothing, loads no plotting library (tests/test_bare_imports.py checks they agree)
+EXPORT_VIEWS = ("head", "grid", "rollout", "heads")
+
 
 def _kinds(value: str) -> tuple[str, ...]:
     kinds = KINDS if value == "all" else tuple(k.strip() for k in value.split(",") if k.strip())
@@ -39,18 +43,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--target", help="target sentence for teacher forcing (encoder–decoder models)")
     run.add_argument("--kinds", type=_kinds, default=("pattern",), help="'all' or e.g. pattern,scores,q")
     heads.add_run_options(run)
+    add_placement_options(run)
     run.add_argument("--out", required=True, help="where to write the .npz")
 
     export = commands.add_parser("export", help="write one view as a standalone HTML file (works offline)")
     export.add_argument("--model", default=DEFAULT_MODEL, help="model name (see `models`) or hf:<id or folder>")
     export.add_argument("--text", required=True, help="the input sentence")
     export.add_argument("--target", help="target sentence for teacher forcing (encoder–decoder models)")
-    export.add_argument("--view", required=True, choices=[*VIEWS, "heads"],
+    export.add_argument("--view", required=True, choices=EXPORT_VIEWS,
                         help="which figure; heads: every layer and head in one interactive page")
     export.add_argument("--attention", choices=["encoder", "decoder", "cross"],
                         help="which attention of an encoder–decoder model (default: the first)")
     export.add_argument("--layer", type=int, default=0)
     export.add_argument("--head", default="0", help="a head index, mean or max")
+    add_placement_options(export)
     export.add_argument("--out", required=True, help="where to write the .html")
 
     caption.add_parser(commands)
@@ -70,7 +76,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return fail("--out must end in .npz")
     if problem := missing_folder(args.out):
         return fail(problem)
-    backend = load_backend(args.model)
+    backend = load_backend(args.model, **placement(args))
     result = heads.run(backend, args)
     result.save_npz(args.out)
     dropped = result.meta.get("dropped", 0)
@@ -95,7 +101,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ..figures.export import standalone_html
     from ..figures.views import export_figure
 
-    result = load_backend(args.model).run(args.text, target=args.target)
+    result = load_backend(args.model, **placement(args)).run(args.text, target=args.target)
     group = ATTENTIONS[args.attention] if args.attention else None
     if group is not None and group not in result.attentions():
         return fail(f"{args.model} has no {args.attention} attention")

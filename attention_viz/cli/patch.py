@@ -10,6 +10,7 @@ import numpy as np
 
 from ..analysis.patching import SITE_DESCRIPTIONS, SITES, Patching, resolve_inputs
 from ..backends.registry import DEFAULT_MODEL, load_backend
+from .common import add_placement_options, placement
 
 
 def add_parser(commands) -> None:
@@ -29,13 +30,14 @@ def add_parser(commands) -> None:
                                        "first pronoun)")
     patch.add_argument("--json", action="store_true",
                        help='print {"tokens", "corrupt_tokens", "metric", "clean", "corrupt", SITE: [[...] per layer]}')
+    add_placement_options(patch)
 
 
 def cmd_patch(args: argparse.Namespace) -> int:
     clean, corrupt, answer, wrong = resolve_inputs(args.model, args.clean, args.corrupt, args.answer, args.wrong)
     from ..backends.patching import patch  # torch loads with the model, not with the argument parser
 
-    result = patch(load_backend(args.model), clean, corrupt, answer, wrong, args.site, args.noising, args.token)
+    result = patch(load_backend(args.model, **placement(args)), clean, corrupt, answer, wrong, args.site, args.noising, args.token)
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
         return 0

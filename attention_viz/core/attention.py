@@ -7,6 +7,10 @@ weights) and ``context`` (the weighted sum of the values).
 Masks are boolean and say where attention is *allowed* (True = may attend). They broadcast
 against the scores ``(..., query, key)``. Masked positions are ``-inf`` in ``scores`` and exactly
 ``0`` in ``pattern``; a row with every key masked gives a zero row, never NaN.
+
+Scores and patterns are float32 even in a model whose weights are bfloat16 or float16: the softmax's
+normalizer and the weights the views show keep float32's precision; only the context goes back to
+the values' dtype.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import NamedTuple
 import torch
 
 Allocate = Callable[[tuple[int, ...], torch.dtype], torch.Tensor]
+HALF = (torch.bfloat16, torch.float16)  # computed in float32 before any softmax
 
 
 def fresh(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
@@ -45,6 +50,8 @@ def masked_softmax(
     written over it, so a head makes one (Tq, Tk) tensor instead of two; the returned scores are
     then None.
     """
+    if scores.dtype in HALF:
+        scores = scores.float()
     # softmax's out= records no gradient, so a model being trained always gets fresh tensors
     grad = scores.requires_grad
     if mask is not None:
@@ -106,6 +113,8 @@ def scaled_dot_product_attention(
     arithmetic.
     """
     d_k = query.size(-1)
+    if query.dtype in HALF:  # the products in float32 too, not rounded to 8 or 11 bits before the softmax
+        query, key = query.float(), key.float()
     if key.dim() > 2 and key.size(-3) != query.size(-3):  # grouped-query: fewer K/V heads than query heads
         groups = kv_groups(query.size(-3), key.size(-3))
         key, value = repeat_kv(key, groups), repeat_kv(value, groups)
@@ -113,7 +122,7 @@ def scaled_dot_product_attention(
     scores = query_key_products(query, key, 1.0 / math.sqrt(d_k) if scale else 1.0)  # (..., Tq, Tk)
     scores, pattern = masked_softmax(scores, mask, overwrite=not keep_scores)
     weights = dropout(pattern) if dropout is not None else pattern
-    return Attention(weights @ value, pattern, scores)
+    return Attention(weights.to(value.dtype) @ value, pattern, scores)
 
 
 def kv_groups(h: int, h_kv: int) -> int:

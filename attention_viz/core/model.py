@@ -182,7 +182,7 @@ class MultiHeadAttention(nn.Module):
 
     def _mix(self, pattern: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """The weighted sum of the values, for weights an intervention replaced."""
-        return pattern @ repeat_kv(v, self.h // self.h_kv)  # (B, h, Tq, d_k)
+        return pattern.to(v.dtype) @ repeat_kv(v, self.h // self.h_kv)  # (B, h, Tq, d_k); patterns are float32
 
     def split_heads(self, x: torch.Tensor, heads: int | None = None) -> torch.Tensor:
         batch, length, _ = x.shape

@@ -11,11 +11,19 @@ import gc
 import os
 
 ALLOW_DOWNLOAD_ENV = "ATTENTION_VIZ_ALLOW_DOWNLOAD"
+DEVICE_ENV = "ATTENTION_VIZ_DEVICE"  # cpu, cuda or auto (see runtime/device.py)
+DTYPE_ENV = "ATTENTION_VIZ_DTYPE"  # float32, bfloat16 or float16
 
 
 def downloads_allowed() -> bool:
     """The user's explicit opt-in to fetching models from the hub."""
     return os.environ.get(ALLOW_DOWNLOAD_ENV) == "1"
+
+
+def requested_placement() -> tuple[str | None, str | None]:
+    """The operator's device and dtype (``ATTENTION_VIZ_DEVICE``, ``ATTENTION_VIZ_DTYPE``), None where
+    unset; runtime/device.py checks and resolves them."""
+    return (os.environ.get(DEVICE_ENV, "").strip() or None, os.environ.get(DTYPE_ENV, "").strip() or None)
 
 
 def apply_process_settings() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import streamlit as st
 
-from ..backends.registry import HF_PREFIX, MODELS, unknown_model_message
+from ..backends.registry import HF_PREFIX, MODELS, planned_placement, unknown_model_message
 from ..errors import ModelError
 from ..inputs.text_file import MAX_FILE_BYTES, read_text_file
 from . import cache, plain
@@ -127,6 +127,17 @@ def model_implementation(model: str) -> str | None:
         return None
 
 
+def model_placement(model: str) -> str | None:
+    """"cpu, float32": the device and dtype the model runs on (ATTENTION_VIZ_DEVICE / ATTENTION_VIZ_DTYPE);
+    None while an ``hf:`` model does not load, or the operator's setting is refused (the run says why)."""
+    try:
+        if model in MODELS:
+            return str(planned_placement(model))
+        return None if model == HF_PREFIX else str(cache.backend(model).placement)
+    except Exception:  # noqa: BLE001 - the model run below reports the same failure, in one line
+        return None
+
+
 def request_panel() -> Request:
     """Draw the inputs (sidebar) and return the current request."""
     with st.sidebar:
@@ -135,6 +146,9 @@ def request_panel() -> Request:
         implementation = model_implementation(model)
         if implementation:
             st.caption(IMPLEMENTATIONS[implementation])
+        placement = model_placement(model)
+        if placement:
+            st.caption(f"Device: {placement}.")
         st.selectbox("Examples", ["—"] + list(EXAMPLES), key="example", on_change=_apply_example)
         sentence = text("Sentence", "text", DEFAULT_TEXT, max_chars=MAX_TEXT, area=True, height=110,
                         help="Ctrl+Enter (⌘+Enter) or a click outside the box runs it.")
