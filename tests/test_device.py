@@ -186,3 +186,16 @@ def test_the_cli_runs_in_bfloat16_and_saves_float32(fresh_cache, tmp_path, capsy
     data = np.load(out)
     pattern = data["encoder.layers.3.self_attn.pattern"]
     assert pattern.dtype == np.float32 and np.allclose(pattern.sum(-1), 1, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_the_app_runs_on_the_operators_device_and_says_so_in_the_sidebar(monkeypatch, fresh_cache):
+    from apphelpers import app, charts
+
+    monkeypatch.setenv(DEVICE_ENV, "cpu")
+    monkeypatch.setenv(DTYPE_ENV, "bfloat16")
+    at = app()
+    assert not at.exception and not at.error
+    assert "Device: cpu, bfloat16." in [c.value for c in at.sidebar.caption]
+    assert charts(at) or at.get("bidi_component")  # the head view drew, from the bfloat16 model
+    assert load_backend("minilm").placement.key == "cpu/bfloat16"  # the one the app loaded
