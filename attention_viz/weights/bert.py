@@ -7,11 +7,15 @@ and the feed-forward uses the exact (erf) GELU.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
+
 import torch
 
 from ..errors import ModelError
 from ..core.model import Transformer, TransformerConfig
-from .matching import check_names, check_shapes
+from .loading import Checkpoint, Layout, fill, on_meta
+from .safetensors_io import SafetensorsFolder, read_config
 
 # Checkpoint tensors we know and deliberately leave out: the pooler and pre-training heads serve
 # sentence-level tasks, not attention; position_ids is a constant buffer.
@@ -77,21 +81,51 @@ def bert_key_map(n_layers: int) -> dict[str, str]:
     return mapping
 
 
-def load_bert_state(model: Transformer, tensors: dict[str, torch.Tensor]) -> None:
-    """Copy a BERT checkpoint into ``model``; raise naming the first missing, unexpected and mis-shaped tensors."""
-    # BertFor* checkpoints prefix the encoder with "bert."
-    tensors = {k.removeprefix("bert."): v for k, v in tensors.items()}
+def bert_layout(model: Transformer) -> Layout:
+    """How a BERT checkpoint fills ``model`` (built from :func:`bert_config`)."""
     mapping = bert_key_map(model.config.N)
-    ours = model.state_dict()
+    ours = dict(model.named_parameters(remove_duplicate=False))
     if set(mapping) != set(ours):  # our model and the map must agree, or the map is wrong
         raise AssertionError(f"key map out of date: {sorted(set(mapping) ^ set(ours))[:5]}")
-    ignored = {k for k in tensors if k.startswith(IGNORED_PREFIXES)}
-    check_names("BERT", set(tensors), set(mapping.values()), ignored, model.config.N)
-    check_shapes("BERT", tensors, {theirs: ours[name].shape for name, theirs in mapping.items()})
-    model.load_state_dict({name: tensors[theirs].float() for name, theirs in mapping.items()}, strict=True)
+    targets = {theirs: name for name, theirs in mapping.items()}
+    return Layout(
+        family="BERT",
+        prefix="bert.",  # BertFor* checkpoints prefix the encoder with "bert."
+        expected={theirs: tuple(ours[name].shape) for name, theirs in mapping.items()},
+        ignored=lambda name: name.startswith(IGNORED_PREFIXES),
+        convert=lambda name, tensor: [(targets[name], tensor)],
+        n_layers=model.config.N,
+    )
 
 
-def build_bert(hf_config: dict, tensors: dict[str, torch.Tensor]) -> Transformer:
-    model = Transformer(bert_config(hf_config))
-    load_bert_state(model, tensors)
+def load_bert_state(
+    model: Transformer,
+    tensors: Mapping[str, torch.Tensor] | Checkpoint,
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+) -> None:
+    """Fill ``model`` from a BERT checkpoint, in ``dtype`` (None: float32) on ``device``; raise naming
+    the first missing, unexpected and mis-shaped tensors."""
+    fill(model, tensors, bert_layout(model), device=device, dtype=dtype)
+
+
+def build_bert(
+    hf_config: dict,
+    tensors: Mapping[str, torch.Tensor] | Checkpoint,
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+) -> Transformer:
+    """Our encoder from a BERT ``config.json`` dict and its tensors, in eval mode."""
+    model = on_meta(bert_config(hf_config))
+    load_bert_state(model, tensors, device=device, dtype=dtype)
     return model.eval()
+
+
+def load_bert(
+    folder: str | Path, *, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
+) -> Transformer:
+    """A BERT folder (``config.json`` + safetensors, sharded or not) as our encoder, in eval mode,
+    read tensor by tensor onto ``device`` in ``dtype`` (None: float32)."""
+    return build_bert(read_config(folder), SafetensorsFolder(folder), device=device, dtype=dtype)

@@ -20,19 +20,29 @@ Checkpoint name → our module (``transformer.`` prefix optional):
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 
 from ..errors import ModelError
 from ..core.model import Transformer, TransformerConfig
-from .matching import check_names, check_shapes
-from .safetensors_io import read_config, read_safetensors
+from .loading import Checkpoint, Layout, fill, on_meta
+from .safetensors_io import SafetensorsFolder, read_config
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 REQUIRED = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")
 # Causal-mask buffers old checkpoints saved alongside the weights; our mask is computed, not stored.
 MASK_BUFFER = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
+LAYER_NAME = re.compile(r"^h\.(?P<i>\d+)\.(?P<module>.+)\.(?P<param>weight|bias)$")
+TOP = {
+    "wte.weight": "decoder.embed.tokens.weight",
+    "wpe.weight": "decoder.embed.positions.weight",
+    "ln_f.weight": "decoder.norm.weight",
+    "ln_f.bias": "decoder.norm.bias",
+}
+NORMS = {"ln_1": 0, "ln_2": 1}  # → decoder.layers.{i}.sublayers.{n}.norm
+LINEARS = {"attn.c_proj": "self_attn.w_o", "mlp.c_fc": "feed_forward.w_1", "mlp.c_proj": "feed_forward.w_2"}
 
 
 def gpt2_config(hf_config: dict) -> TransformerConfig:
@@ -84,17 +94,15 @@ def _linear(conv1d_weight: torch.Tensor) -> torch.Tensor:
     return conv1d_weight.t().contiguous()
 
 
-def load_gpt2_state(model: Transformer, tensors: dict[str, torch.Tensor]) -> None:
-    """Copy a GPT-2 checkpoint into ``model`` (built from :func:`gpt2_config`), in place.
+def gpt2_layout(model: Transformer) -> Layout:
+    """How a GPT-2 checkpoint fills ``model`` (built from :func:`gpt2_config`).
 
     Names may carry the ``transformer.`` prefix (``GPT2LMHeadModel``) or not (``GPT2Model``).
-    Raises ModelError naming the first missing, unexpected and mis-shaped tensors.
     """
     if model.decoder is None or model.config.shape != "decoder-only":
         raise ModelError("GPT-2 weights need a decoder-only model")
     d, d_ff = model.config.d_model, model.config.d_ff
     n_layers = len(model.decoder.layers)
-    found = {name.removeprefix("transformer."): tensor for name, tensor in tensors.items()}
     layer_shapes = {  # Conv1D layout: (in, out)
         "ln_1.weight": (d,), "ln_1.bias": (d,), "attn.c_attn.weight": (d, 3 * d), "attn.c_attn.bias": (3 * d,),
         "attn.c_proj.weight": (d, d), "attn.c_proj.bias": (d,), "ln_2.weight": (d,), "ln_2.bias": (d,),
@@ -105,43 +113,65 @@ def load_gpt2_state(model: Transformer, tensors: dict[str, torch.Tensor]) -> Non
         "ln_f.weight": (d,), "ln_f.bias": (d,),
     }  # fmt: skip
     shapes |= {f"h.{i}.{param}": shape for i in range(n_layers) for param, shape in layer_shapes.items()}
-    ignored = {name for name in found if MASK_BUFFER.match(name) or name == "lm_head.weight"}
-    check_names("GPT-2", set(found), set(shapes), ignored, n_layers)
-    check_shapes("GPT-2", found, shapes)
-
-    state = {
-        "decoder.embed.tokens.weight": found["wte.weight"],
-        "decoder.embed.positions.weight": found["wpe.weight"],
-        "decoder.generator.weight": found["wte.weight"],  # tied: the same Parameter as the embedding
-        "decoder.norm.weight": found["ln_f.weight"],
-        "decoder.norm.bias": found["ln_f.bias"],
-    }
-    for i in range(n_layers):
-        src, dst = f"h.{i}.", f"decoder.layers.{i}."
-        c_attn_w, c_attn_b = found[src + "attn.c_attn.weight"], found[src + "attn.c_attn.bias"]
-        for proj, weight, bias in zip(("w_q", "w_k", "w_v"), c_attn_w.split(d, dim=1), c_attn_b.split(d)):
-            state[f"{dst}self_attn.{proj}.weight"] = _linear(weight)
-            state[f"{dst}self_attn.{proj}.bias"] = bias
-        for ours, theirs in (
-            ("self_attn.w_o", "attn.c_proj"),
-            ("feed_forward.w_1", "mlp.c_fc"),
-            ("feed_forward.w_2", "mlp.c_proj"),
-        ):
-            state[f"{dst}{ours}.weight"] = _linear(found[f"{src}{theirs}.weight"])
-            state[f"{dst}{ours}.bias"] = found[f"{src}{theirs}.bias"]
-        for sublayer, norm in ((0, "ln_1"), (1, "ln_2")):
-            state[f"{dst}sublayers.{sublayer}.norm.weight"] = found[f"{src}{norm}.weight"]
-            state[f"{dst}sublayers.{sublayer}.norm.bias"] = found[f"{src}{norm}.bias"]
-    model.load_state_dict(state, strict=True)  # copies (and casts fp16/bf16 to our fp32)
+    return Layout(
+        family="GPT-2",
+        prefix="transformer.",
+        expected=shapes,
+        ignored=lambda name: bool(MASK_BUFFER.match(name)) or name == "lm_head.weight",
+        convert=lambda name, tensor: _convert(name, tensor, d),
+        n_layers=n_layers,
+    )
 
 
-def build_gpt2(hf_config: dict, tensors: dict[str, torch.Tensor]) -> Transformer:
+def _convert(name: str, tensor: torch.Tensor, d: int) -> list[tuple[str, torch.Tensor]]:
+    """One GPT-2 tensor → our parameters: q, k, v split out of ``c_attn``, Conv1D weights transposed."""
+    if name in TOP:
+        return [(TOP[name], tensor)]  # wte fills the generator too: it is the same Parameter
+    layer = LAYER_NAME.match(name)
+    i, module, param = layer["i"], layer["module"], layer["param"]
+    dst = f"decoder.layers.{i}."
+    if module == "attn.c_attn":
+        parts = tensor.split(d, dim=-1)  # (d, d) each, or (d,) for the bias
+        return [
+            (f"{dst}self_attn.{proj}.{param}", _linear(part) if param == "weight" else part)
+            for proj, part in zip(("w_q", "w_k", "w_v"), parts)
+        ]
+    if module in NORMS:
+        return [(f"{dst}sublayers.{NORMS[module]}.norm.{param}", tensor)]
+    return [(f"{dst}{LINEARS[module]}.{param}", _linear(tensor) if param == "weight" else tensor)]
+
+
+def load_gpt2_state(
+    model: Transformer,
+    tensors: Mapping[str, torch.Tensor] | Checkpoint,
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+) -> None:
+    """Fill ``model`` (built from :func:`gpt2_config`, on meta or not) from a GPT-2 checkpoint, in
+    place, in ``dtype`` (None: float32) on ``device``.
+
+    Raises ModelError naming the first missing, unexpected and mis-shaped tensors.
+    """
+    fill(model, tensors, gpt2_layout(model), device=device, dtype=dtype)
+
+
+def build_gpt2(
+    hf_config: dict,
+    tensors: Mapping[str, torch.Tensor] | Checkpoint,
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+) -> Transformer:
     """Our model from a GPT-2 ``config.json`` dict and its tensors, in eval mode (as ``build_bert``)."""
-    model = Transformer(gpt2_config(hf_config))
-    load_gpt2_state(model, tensors)
+    model = on_meta(gpt2_config(hf_config))
+    load_gpt2_state(model, tensors, device=device, dtype=dtype)
     return model.eval()
 
 
-def load_gpt2(folder: str | Path) -> Transformer:
-    """A GPT-2 family folder (``config.json`` + ``model.safetensors``) as our model, in eval mode."""
-    return build_gpt2(read_config(folder), read_safetensors(folder))
+def load_gpt2(
+    folder: str | Path, *, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
+) -> Transformer:
+    """A GPT-2 family folder (``config.json`` + safetensors, sharded or not) as our model, in eval
+    mode, read tensor by tensor onto ``device`` in ``dtype`` (None: float32)."""
+    return build_gpt2(read_config(folder), SafetensorsFolder(folder), device=device, dtype=dtype)

@@ -21,6 +21,7 @@ Checkpoint name → our module (``model.`` prefix optional):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,9 +29,10 @@ import torch
 
 from ..errors import ModelError
 from ..core.model import Transformer, TransformerConfig
-from .matching import check_names, check_shapes, saved_head
+from .loading import Checkpoint, Layout, as_checkpoint, fill, on_meta
+from .matching import saved_head
 from .rotary_config import rotary_settings
-from .safetensors_io import read_config, read_safetensors
+from .safetensors_io import SafetensorsFolder, read_config
 
 FAMILIES = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2"}
 REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
@@ -138,32 +140,61 @@ def checkpoint_names(model: Transformer) -> dict[str, str]:
     return {mine: theirs for mine, theirs in names.items() if mine in ours}  # biases only where configured
 
 
-def load_llama_state(model: Transformer, tensors: dict[str, torch.Tensor], family: str = "Llama") -> None:
-    """Copy a Llama/Mistral/Qwen2 checkpoint into ``model`` (built from :func:`llama_config`), in place.
+def llama_layout(model: Transformer, family: str = "Llama") -> Layout:
+    """How a Llama/Mistral/Qwen2 checkpoint fills ``model`` (built from :func:`llama_config`)."""
+    if model.decoder is None or model.config.shape != "decoder-only":
+        raise ModelError(f"{family} weights need a decoder-only model")
+    names = checkpoint_names(model)
+    ours = dict(model.named_parameters(remove_duplicate=False))
+    targets: dict[str, list[str]] = {}  # checkpoint name → ours (two when the head is tied)
+    for mine, theirs in names.items():
+        targets.setdefault(theirs, []).append(mine)
+    tied_copy = {HEAD} if model.config.tie_embeddings else set()
+    return Layout(
+        family=family,
+        prefix=PREFIX,
+        expected={theirs: tuple(ours[mine].shape) for mine, theirs in names.items()},
+        ignored=lambda name: name.endswith(IGNORED_SUFFIX) or name in tied_copy,
+        convert=lambda name, tensor: [(mine, tensor) for mine in targets[name]],
+        n_layers=model.config.N,
+    )
+
+
+def load_llama_state(
+    model: Transformer,
+    tensors: Mapping[str, torch.Tensor] | Checkpoint,
+    family: str = "Llama",
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+) -> None:
+    """Fill ``model`` (built from :func:`llama_config`, on meta or not) from a Llama/Mistral/Qwen2
+    checkpoint, in place, in ``dtype`` (None: float32) on ``device``.
 
     Raises ModelError naming the first missing, unexpected and mis-shaped tensors.
     """
-    if model.decoder is None or model.config.shape != "decoder-only":
-        raise ModelError(f"{family} weights need a decoder-only model")
-    found = {name.removeprefix(PREFIX): tensor for name, tensor in tensors.items()}
-    names = checkpoint_names(model)
-    tied_copy = {HEAD} if model.config.tie_embeddings else set()
-    ignored = {name for name in found if name.endswith(IGNORED_SUFFIX)} | tied_copy
-    check_names(family, set(found), set(names.values()), ignored, model.config.N)
-    ours = model.state_dict()
-    check_shapes(family, found, {theirs: ours[mine].shape for mine, theirs in names.items()})
-    model.load_state_dict({mine: found[theirs] for mine, theirs in names.items()}, strict=True)  # casts to fp32
+    fill(model, tensors, llama_layout(model, family), device=device, dtype=dtype)
 
 
-def build_llama(hf_config: dict, tensors: dict[str, torch.Tensor]) -> Transformer:
+def build_llama(
+    hf_config: dict,
+    tensors: Mapping[str, torch.Tensor] | Checkpoint,
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+) -> Transformer:
     """Our model from a Llama-family ``config.json`` dict and its tensors, in eval mode; without a
     generator when the checkpoint is a base model saved without its LM head (``LlamaModel`` …)."""
     config = llama_config(hf_config)
-    model = Transformer(replace(config, generator=saved_head(tensors, HEAD, PREFIX, config.tie_embeddings)))
-    load_llama_state(model, tensors, FAMILIES[hf_config["model_type"]])
+    checkpoint = as_checkpoint(tensors)
+    model = on_meta(replace(config, generator=saved_head(checkpoint.shapes, HEAD, PREFIX, config.tie_embeddings)))
+    load_llama_state(model, checkpoint, FAMILIES[hf_config["model_type"]], device=device, dtype=dtype)
     return model.eval()
 
 
-def load_llama(folder: str | Path) -> Transformer:
-    """A Llama, Mistral or Qwen2 folder (``config.json`` + safetensors) as our model, in eval mode."""
-    return build_llama(read_config(folder), read_safetensors(folder))
+def load_llama(
+    folder: str | Path, *, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
+) -> Transformer:
+    """A Llama, Mistral or Qwen2 folder (``config.json`` + safetensors, sharded or not) as our model,
+    in eval mode, read tensor by tensor onto ``device`` in ``dtype`` (None: float32)."""
+    return build_llama(read_config(folder), SafetensorsFolder(folder), device=device, dtype=dtype)

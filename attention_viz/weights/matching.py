@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-import torch
-
 from ..errors import ModelError
 
 NAMED = 5  # tensors named in a message; the rest are counted
@@ -39,15 +37,16 @@ def check_names(family: str, found: set[str], expected: set[str], ignored: set[s
         raise ModelError(f"{family} checkpoint does not match a {n_layers}-layer model: {problems}")
 
 
-def check_shapes(family: str, found: Mapping[str, torch.Tensor], expected: Mapping[str, Sequence[int]]) -> None:
+def check_shapes(family: str, found: Mapping[str, Sequence[int]], expected: Mapping[str, Sequence[int]]) -> None:
     """ModelError naming the first tensors whose shape is not the one the config implies.
 
-    ``expected``: checkpoint name → shape in the checkpoint's own layout (before any split or transpose).
+    ``found``: checkpoint name → shape as stored; ``expected``: the same names → the shape the config
+    implies, in the checkpoint's own layout (before any split or transpose).
     """
-    wrong = sorted(name for name, shape in expected.items() if tuple(found[name].shape) != tuple(shape))
+    wrong = sorted(name for name, shape in expected.items() if tuple(found[name]) != tuple(shape))
     if wrong:
         shown = "; ".join(
-            f"{name} has shape {tuple(found[name].shape)}, expected {tuple(expected[name])}" for name in wrong[:NAMED]
+            f"{name} has shape {tuple(found[name])}, expected {tuple(expected[name])}" for name in wrong[:NAMED]
         )
         more = f"; and {len(wrong) - NAMED} more" if len(wrong) > NAMED else ""
         raise ModelError(f"{family} checkpoint does not fit its config: {shown}{more}")

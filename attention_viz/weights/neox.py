@@ -19,6 +19,7 @@ Checkpoint name → our module (``gpt_neox.`` prefix optional):
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,15 +27,17 @@ import torch
 
 from ..errors import ModelError
 from ..core.model import Transformer, TransformerConfig
-from .matching import check_names, check_shapes, saved_head
+from .loading import Checkpoint, Layout, as_checkpoint, fill, on_meta
+from .matching import saved_head
 from .rotary_config import rotary_settings
-from .safetensors_io import read_config, read_safetensors
+from .safetensors_io import SafetensorsFolder, read_config
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
 DEFAULT_ROTARY_PCT = 0.25  # transformers' default when config.json names none
 # Buffers old checkpoints saved next to the weights: causal masks and rotary frequencies.
 IGNORED = re.compile(r"^layers\.\d+\.attention\.(bias|masked_bias|rotary_emb\.inv_freq)$")
+QKV = re.compile(r"^layers\.(?P<i>\d+)\.attention\.query_key_value\.(?P<param>weight|bias)$")
 LINEARS = {
     "attention.dense": "self_attn.w_o",
     "mlp.dense_h_to_4h": "feed_forward.w_1",
@@ -82,38 +85,55 @@ def neox_config(hf_config: dict) -> TransformerConfig:
         raise ModelError(f"GPT-NeoX config.json: {error}") from error
 
 
-def load_neox_state(model: Transformer, tensors: dict[str, torch.Tensor]) -> None:
-    """Copy a GPT-NeoX checkpoint into ``model`` (built from :func:`neox_config`), in place.
-
-    Raises ModelError naming the first missing, unexpected and mis-shaped tensors.
-    """
+def neox_layout(model: Transformer) -> Layout:
+    """How a GPT-NeoX checkpoint fills ``model`` (built from :func:`neox_config`)."""
     if model.decoder is None or model.config.shape != "decoder-only":
         raise ModelError("GPT-NeoX weights need a decoder-only model")
     config = model.config
-    found = {name.removeprefix(PREFIX): tensor for name, tensor in tensors.items()}
     params = ("weight", "bias") if config.qkv_bias else ("weight",)
     sources = checkpoint_names(model)  # our name → the checkpoint's, qkv aside
-    qkv = {f"layers.{i}.attention.query_key_value.{p}" for i in range(config.N) for p in params}
-    ignored = {name for name in found if IGNORED.match(name)}
-    ignored |= {HEAD} if config.tie_embeddings else set()
-    check_names("GPT-NeoX", set(found), set(sources.values()) | qkv, ignored, config.N)
-    ours = model.state_dict()
-    expected = {theirs: ours[mine].shape for mine, theirs in sources.items()}
+    ours = dict(model.named_parameters(remove_duplicate=False))
+    expected = {theirs: tuple(ours[mine].shape) for mine, theirs in sources.items()}
     for i in range(config.N):  # the fused q, k, v rows of one layer: ours stacked
         dst = f"decoder.layers.{i}."  # parameter names (not hook names: those come from names.py)
         for p in params:
             parts = [ours[f"{dst}self_attn.{w}.{p}"].shape for w in ("w_q", "w_k", "w_v")]
             expected[f"layers.{i}.attention.query_key_value.{p}"] = (sum(s[0] for s in parts), *parts[0][1:])
-    check_shapes("GPT-NeoX", found, expected)
+    targets: dict[str, list[str]] = {}  # checkpoint name → ours (two when the head is tied)
+    for mine, theirs in sources.items():
+        targets.setdefault(theirs, []).append(mine)
+    tied_copy = {HEAD} if config.tie_embeddings else set()
 
-    state = {mine: found[theirs] for mine, theirs in sources.items()}
-    for i in range(config.N):
-        dst = f"decoder.layers.{i}."
-        for p in params:
-            fused = found[f"layers.{i}.attention.query_key_value.{p}"]
-            for proj, part in zip(("w_q", "w_k", "w_v"), split_qkv(fused, config.h)):
-                state[f"{dst}self_attn.{proj}.{p}"] = part
-    model.load_state_dict(state, strict=True)  # copies, and casts fp16/bf16 to our fp32
+    def convert(name: str, tensor: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
+        fused = QKV.match(name)
+        if fused is None:
+            return [(mine, tensor) for mine in targets[name]]
+        dst, parts = f"decoder.layers.{fused['i']}.", split_qkv(tensor, config.h)  # parameter names
+        return [(f"{dst}self_attn.{w}.{fused['param']}", part) for w, part in zip(("w_q", "w_k", "w_v"), parts)]
+
+    return Layout(
+        family="GPT-NeoX",
+        prefix=PREFIX,
+        expected=expected,
+        ignored=lambda name: bool(IGNORED.match(name)) or name in tied_copy,
+        convert=convert,
+        n_layers=config.N,
+    )
+
+
+def load_neox_state(
+    model: Transformer,
+    tensors: Mapping[str, torch.Tensor] | Checkpoint,
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+) -> None:
+    """Fill ``model`` (built from :func:`neox_config`, on meta or not) from a GPT-NeoX checkpoint, in
+    place, in ``dtype`` (None: float32) on ``device``.
+
+    Raises ModelError naming the first missing, unexpected and mis-shaped tensors.
+    """
+    fill(model, tensors, neox_layout(model), device=device, dtype=dtype)
 
 
 def checkpoint_names(model: Transformer) -> dict[str, str]:
@@ -146,15 +166,25 @@ def split_qkv(fused: torch.Tensor, h: int) -> tuple[torch.Tensor, torch.Tensor, 
     return tuple(per_head[:, part].reshape(-1, *fused.shape[1:]) for part in range(3))
 
 
-def build_neox(hf_config: dict, tensors: dict[str, torch.Tensor]) -> Transformer:
+def build_neox(
+    hf_config: dict,
+    tensors: Mapping[str, torch.Tensor] | Checkpoint,
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+) -> Transformer:
     """Our model from a GPT-NeoX ``config.json`` dict and its tensors, in eval mode; without a
     generator when the checkpoint is a ``GPTNeoXModel`` saved without its LM head."""
     config = neox_config(hf_config)
-    model = Transformer(replace(config, generator=saved_head(tensors, HEAD, PREFIX, config.tie_embeddings)))
-    load_neox_state(model, tensors)
+    checkpoint = as_checkpoint(tensors)
+    model = on_meta(replace(config, generator=saved_head(checkpoint.shapes, HEAD, PREFIX, config.tie_embeddings)))
+    load_neox_state(model, checkpoint, device=device, dtype=dtype)
     return model.eval()
 
 
-def load_neox(folder: str | Path) -> Transformer:
-    """A GPT-NeoX folder (``config.json`` + safetensors) as our model, in eval mode."""
-    return build_neox(read_config(folder), read_safetensors(folder))
+def load_neox(
+    folder: str | Path, *, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
+) -> Transformer:
+    """A GPT-NeoX folder (``config.json`` + safetensors, sharded or not) as our model, in eval mode,
+    read tensor by tensor onto ``device`` in ``dtype`` (None: float32)."""
+    return build_neox(read_config(folder), SafetensorsFolder(folder), device=device, dtype=dtype)

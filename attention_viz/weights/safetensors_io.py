@@ -6,18 +6,19 @@ models, shards listed in ``model.safetensors.index.json``. Older folders carry o
 arbitrary code, so such folders are refused with a message that says how to convert them.
 
 Every problem a user can fix (missing folder, broken JSON, no safetensors file) is a one-line
-:class:`~attention_viz.backends.base.ModelError`. The BERT and GPT-2 loaders and the ``hf:``
-backend all go through these checks.
+:class:`~attention_viz.errors.ModelError`. Every loader and the ``hf:`` backend go through these
+checks; the loaders read the weights through :class:`SafetensorsFolder`, one tensor at a time.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file
+from safetensors import SafetensorError, safe_open
 
 from ..errors import ModelError
 
@@ -62,17 +63,9 @@ def safetensors_files(folder: str | Path) -> list[Path]:
     single = folder / SINGLE_FILE
     if single.is_file():
         return [single]
-    index = folder / SHARD_INDEX
-    if index.is_file():
-        weight_map = _read_json_object(index, what=SHARD_INDEX).get("weight_map")
-        if not isinstance(weight_map, dict) or not weight_map:
-            raise ModelError(f"{index} has no 'weight_map' naming the shard files")
-        names = sorted(set(map(str, weight_map.values())))
-        # a shard is a file of this folder: a path in the index ("../x") would read outside it
-        strays = [name for name in names if Path(name).name != name or name == ".."]
-        if strays:
-            raise ModelError(f"{index} names shards outside the folder: {', '.join(strays[:5])}")
-        shards = [folder / name for name in names]
+    weight_map = shard_map(folder)
+    if weight_map is not None:
+        shards = [folder / name for name in sorted(set(weight_map.values()))]
         missing = [s.name for s in shards if not s.is_file()]
         if missing:
             raise ModelError(f"{folder}: shards named in {SHARD_INDEX} are missing: {', '.join(missing)}")
@@ -86,15 +79,102 @@ def safetensors_files(folder: str | Path) -> list[Path]:
     raise ModelError(f"{folder} has no {SINGLE_FILE} (nor {SHARD_INDEX})")
 
 
-def read_safetensors(folder: str | Path) -> dict[str, torch.Tensor]:
-    """Every tensor of the folder's safetensors weights (all shards merged), on the CPU."""
-    tensors: dict[str, torch.Tensor] = {}
-    for file in safetensors_files(folder):
-        try:
-            tensors.update(load_file(file, device="cpu"))
-        except (SafetensorError, OSError) as error:
-            raise ModelError(f"{file} is not a readable safetensors file: {error}") from error
-    return tensors
+def shard_map(folder: Path) -> dict[str, str] | None:
+    """The index's tensor name → shard file name, or None when the folder has no index.
+
+    ModelError when the index has no ``weight_map`` or names a file outside the folder.
+    """
+    index = folder / SHARD_INDEX
+    if not index.is_file():
+        return None
+    weight_map = _read_json_object(index, what=SHARD_INDEX).get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ModelError(f"{index} has no 'weight_map' naming the shard files")
+    weight_map = {str(name): str(shard) for name, shard in weight_map.items()}
+    # a shard is a file of this folder: a path in the index ("../x") would read outside it
+    strays = sorted({shard for shard in weight_map.values() if Path(shard).name != shard or shard == ".."})
+    if strays:
+        raise ModelError(f"{index} names shards outside the folder: {', '.join(strays[:5])}")
+    return weight_map
+
+
+class SafetensorsFolder:
+    """The weights of a folder, tensor by tensor: names and shapes come from the files' headers (no
+    tensor is read to know them), tensors are read one at a time, shard after shard, so a loader never
+    holds more than the tensor it is converting besides what it has already placed.
+
+    ModelError when a shard cannot be read, a tensor sits in two shards, or the index puts a tensor
+    in a shard that does not hold it.
+    """
+
+    def __init__(self, folder: str | Path) -> None:
+        folder = check_folder(folder)
+        self.files = safetensors_files(folder)
+        self.names_in: dict[Path, list[str]] = {file: [] for file in self.files}
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        file_of: dict[str, Path] = {}
+        for file in self.files:
+            with _opened(file, "cpu") as handle:  # the header only: get_slice reads no data
+                for name in handle.keys():
+                    if name in file_of:
+                        raise ModelError(f"tensor {name} is in two shards: {file_of[name].name} and {file.name}")
+                    file_of[name] = file
+                    self.names_in[file].append(name)
+                    self.shapes[name] = tuple(handle.get_slice(name).get_shape())
+        index = shard_map(folder) if self.files != [folder / SINGLE_FILE] else None
+        for name, shard in (index or {}).items():
+            held = file_of.get(name)
+            if held is None or held.name != shard:
+                raise ModelError(f"{SHARD_INDEX} puts tensor {name} in {shard}, which does not hold it")
+
+    def read(self, names: Collection[str], device: str | torch.device = "cpu") -> Iterator[tuple[str, torch.Tensor]]:
+        """(name, tensor) for each of ``names``, shard by shard, on ``device`` as stored (its dtype).
+
+        A tensor read to the CPU may be a view of the mapped file: copy it (:func:`owned`) to keep it.
+        """
+        wanted = set(names)
+        for file, inside in self.names_in.items():
+            inside = [name for name in inside if name in wanted]
+            if not inside:
+                continue
+            with _opened(file, device) as handle:
+                for name in inside:
+                    try:
+                        tensor = handle.get_tensor(name)
+                    except (SafetensorError, OSError) as error:
+                        raise ModelError(f"{file}: tensor {name} cannot be read: {error}") from error
+                    yield name, tensor
+
+
+def read_safetensors(
+    folder: str | Path, *, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
+) -> dict[str, torch.Tensor]:
+    """Every tensor of the folder's safetensors weights (all shards merged) on ``device``, floating
+    ones in ``dtype`` (None: as stored; integer ids stay integers). Holds the whole checkpoint at
+    once: the loaders stream instead."""
+    source = SafetensorsFolder(folder)
+    return {
+        name: owned(tensor, device, dtype if dtype is not None and tensor.is_floating_point() else tensor.dtype)
+        for name, tensor in source.read(source.shapes, device)
+    }
+
+
+def owned(tensor: torch.Tensor, device: str | torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """``tensor`` on ``device`` in ``dtype``, in memory of its own: never a view of a mapped file or
+    of a caller's tensor, which would keep the whole file mapped or change when the caller's does."""
+    result = tensor.to(device=device, dtype=dtype)
+    return result.clone() if result is tensor else result
+
+
+@contextmanager
+def _opened(file: Path, device: str | torch.device) -> Iterator:
+    """``safe_open`` with its failures (a damaged or truncated file) as a ModelError naming the file."""
+    try:
+        handle = safe_open(file, framework="pt", device=str(device))
+    except (SafetensorError, OSError) as error:
+        raise ModelError(f"{file} is not a readable safetensors file: {error}") from error
+    with handle:
+        yield handle
 
 
 def _read_json_object(path: Path, what: str) -> dict:
