@@ -10,6 +10,8 @@ CHECKED_AGAINST = {"plotly": "7.1.0", "streamlit": "1.67.0"}
 
 # Streamlit's wrapper around every element: a CSS class of its front end, not an API.
 STREAMLIT_ELEMENT_CLASS = "stElementContainer"
+# The box around st.caption's text: a test id of its front end, not an API.
+STREAMLIT_CAPTION_TESTID = "stCaptionContainer"
 
 
 def figure_without_validation(spec: dict) -> go.Figure:
