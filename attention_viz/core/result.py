@@ -7,8 +7,8 @@ dimension dropped: patterns and scores are ``[heads, query, key]``, q/k/v/contex
 ``[layers, heads, query, key]``.
 
 On disk (``.npz``): ``tokens`` (display labels; ``target_tokens`` too for encoder–decoder models),
-every array under its hook name, and ``meta``, a JSON string with the model name and full token
-records.
+every array under its hook name, and ``meta``, a JSON string with the model name, full token
+records and the run's meta (its ``provenance`` among them: where the result came from).
 """
 
 from __future__ import annotations
