@@ -199,3 +199,18 @@ def test_the_app_runs_on_the_operators_device_and_says_so_in_the_sidebar(monkeyp
     assert "Device: cpu, bfloat16." in [c.value for c in at.sidebar.caption]
     assert charts(at) or at.get("bidi_component")  # the head view drew, from the bfloat16 model
     assert load_backend("minilm").placement.key == "cpu/bfloat16"  # the one the app loaded
+
+
+def test_the_teaching_pages_computations_work_on_a_placed_model(fresh_cache):
+    """Inside one head recomputes in float32 from a float32 copy of the layer; the padded batch runs
+    where the model is. Both hand back float32 numpy close to the float32 model's."""
+    exact = load_backend("minilm", device="cpu")
+    half = load_backend("minilm", device="cpu", dtype="bfloat16")
+    ids = exact.tokenize(SENTENCE)[0].ids
+    a, b = exact.inside_head(ids, 2, 3), half.inside_head(ids, 2, 3)
+    assert b.pattern.dtype == b.w_q.dtype == np.float32
+    assert 0 < np.abs(a.pattern - b.pattern).max() < LOOSE  # its input came through two bfloat16 layers
+    assert next(half.model.parameters()).dtype == torch.bfloat16  # the copy was the page's, not the model's
+    batch = half.padded_batch([ids, ids[:5]], 1)
+    assert batch.patterns.dtype == np.float32 and batch.patterns.shape[0] == 2
+    assert np.abs(batch.patterns[1, :, :5, :5] - batch.alone[1]).max() < LOOSE

@@ -85,3 +85,11 @@ def test_a_padded_batch_on_cuda():
     cpu = av.run("minilm", texts, device="cpu")
     for g, c in zip(gpu, cpu):
         assert patterns_close(g, c) < LOOSE
+
+
+def test_the_teaching_pages_computations_on_cuda():
+    gpu, cpu = load_backend("minilm", device="cuda"), load_backend("minilm", device="cpu")
+    ids = cpu.tokenize(SENTENCE)[0].ids
+    assert np.abs(gpu.inside_head(ids, 2, 3).pattern - cpu.inside_head(ids, 2, 3).pattern).max() < LOOSE
+    batch = gpu.padded_batch([ids, ids[:5]], 1)
+    assert np.abs(batch.patterns[1, :, :5, :5] - batch.alone[1]).max() < LOOSE

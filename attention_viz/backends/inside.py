@@ -17,6 +17,7 @@ Pure: torch in, numpy out; no streamlit, no plotly.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -111,12 +112,12 @@ def inside_head(model: Transformer, ids: torch.Tensor | list[int], layer: int, h
     ``ids``: (n,) or (1, n). ``scale=False`` drops the 1/√d_k in every head of the layer (so
     ``concat`` and ``output`` are those of that hypothetical layer).
     """
-    ids = torch.as_tensor(ids, dtype=torch.long)
+    ids = torch.as_tensor(ids, dtype=torch.long, device=next(model.parameters()).device)
     ids = ids.unsqueeze(0) if ids.dim() == 1 else ids
     if ids.size(0) != 1:
         raise ValueError("inside_head takes one sentence")
-    x = layer_input(model, ids, layer)[0]  # (n, d_model)
-    attn = model.encoder.layers[layer].self_attn
+    x = layer_input(model, ids, layer)[0].float().cpu()  # (n, d_model): the head is recomputed in float32 here
+    attn = _float32_on_cpu(model.encoder.layers[layer].self_attn)
     h, d_k = attn.h, attn.d_k
     if not 0 <= head < h:
         raise ValueError(f"head must be in 0..{h - 1}, got {head}")
@@ -154,6 +155,15 @@ def inside_head(model: Transformer, ids: torch.Tensor | list[int], layer: int, h
         w_o=np32(attn.w_o.weight.T), b_o=np32(_bias(attn.w_o, slice(None), h * d_k)), output=np32(output),
         raw_scores=np32(raw_scores), raw_pattern=np32(raw_pattern), raw_context=np32(raw_context),
     )
+
+
+def _float32_on_cpu(module: torch.nn.Module) -> torch.nn.Module:
+    """``module`` itself when it is float32 on the CPU, else a float32 copy there (a model placed on a GPU
+    or in bfloat16 keeps its own weights)."""
+    weight = next(module.parameters())
+    if weight.dtype == torch.float32 and weight.device.type == "cpu":
+        return module
+    return copy.deepcopy(module).float().cpu()
 
 
 def _bias(linear: torch.nn.Linear, rows: slice, size: int) -> torch.Tensor:

@@ -31,12 +31,13 @@ def padded_batch(model: Transformer, sentences: Sequence[Sequence[int]], layer: 
         ids[row, : len(sentence)] = torch.tensor(list(sentence))
         real[row, : len(sentence)] = True
     name = hook_name(ENCODER_SELF, layer, "pattern")
+    device = next(model.parameters()).device  # the model's; what comes back is numpy
     with torch.inference_mode():
         with capture(names=[name]) as batch:
-            model.encode(ids, real)
+            model.encode(ids.to(device), real.to(device))
         alone = []
         for sentence in sentences:
             with capture(names=[name]) as single:
-                model.encode(torch.tensor([list(sentence)]))
-            alone.append(single[name][0].numpy())
-    return PaddedBatch(ids.numpy(), real.numpy(), batch[name].numpy(), alone)
+                model.encode(torch.tensor([list(sentence)], device=device))
+            alone.append(single[name][0].cpu().numpy())
+    return PaddedBatch(ids.numpy(), real.numpy(), batch[name].cpu().numpy(), alone)
