@@ -14,13 +14,24 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import (
+    BertConfig,
+    BertModel,
+    GPT2Config,
+    GPT2LMHeadModel,
+    GPTNeoXConfig,
+    GPTNeoXForCausalLM,
+    LlamaConfig,
+    LlamaForCausalLM,
+)
 
 from attention_viz.core.hooks import capture
 from attention_viz.core.model import Transformer, TransformerConfig
 from attention_viz.errors import ModelError
+from attention_viz.weights.bert import load_bert
 from attention_viz.weights.gpt2 import load_gpt2
 from attention_viz.weights.llama import load_llama
+from attention_viz.weights.neox import load_neox
 from attention_viz.weights.loading import Layout, fill, on_meta
 from attention_viz.weights.safetensors_io import SHARD_INDEX, read_safetensors
 
@@ -135,6 +146,42 @@ def test_sharded_equals_unsharded_exactly_and_matches_transformers(family, reque
     for i, attention in enumerate(expected.attentions):
         assert (patterns[f"decoder.layers.{i}.self_attn.pattern"] - attention).abs().max() <= 1e-5
     assert (logits - expected.logits).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("family", ["neox", "bert"])
+def test_neox_and_bert_load_from_shards_as_from_one_file(family, tmp_path):
+    """The other two families, through the same path: fused q/k/v rows split per shard (NeoX), the
+    encoder (BERT), each against transformers on the same folder."""
+    torch.manual_seed(0)
+    if family == "neox":
+        config = GPTNeoXConfig(
+            vocab_size=VOCAB, hidden_size=D_MODEL, intermediate_size=96, num_hidden_layers=LAYERS,
+            num_attention_heads=HEADS, max_position_embeddings=MAX_LEN, rotary_pct=0.5, initializer_range=0.15,
+        )  # fmt: skip
+        theirs, load, group = GPTNeoXForCausalLM(config).eval(), load_neox, "decoder"
+    else:
+        config = BertConfig(
+            vocab_size=VOCAB, hidden_size=D_MODEL, intermediate_size=96, num_hidden_layers=LAYERS,
+            num_attention_heads=HEADS, max_position_embeddings=MAX_LEN, initializer_range=0.15,
+        )  # fmt: skip
+        theirs, load, group = BertModel(config, add_pooling_layer=False).eval(), load_bert, "encoder"
+    theirs.save_pretrained(tmp_path / "saved")  # the names as checkpoints ship them (embed_out, not lm_head)
+    tensors = load_file(tmp_path / "saved" / "model.safetensors")
+    sharded = load(save_sharded(tensors, tmp_path / "sharded", 3, config.to_dict()))
+    single = load(save_single(tensors, tmp_path / "single", config.to_dict()))
+    assert all(torch.equal(t, sharded.state_dict()[name]) for name, t in single.state_dict().items())
+    with torch.inference_mode(), capture() as recorded:
+        hidden = sharded(IDS)
+        logits = sharded.logits(hidden) if family == "neox" else None
+    hf = type(theirs).from_pretrained(tmp_path / "sharded", attn_implementation="eager").eval()
+    with torch.inference_mode():
+        expected = hf(IDS, output_attentions=True, output_hidden_states=True)
+    for i, attention in enumerate(expected.attentions):
+        assert (recorded[f"{group}.layers.{i}.self_attn.pattern"] - attention).abs().max() <= 1e-5
+    if family == "neox":
+        assert (logits - expected.logits).abs().max() <= 1e-4
+    else:
+        assert (hidden - expected.last_hidden_state).abs().max() <= 1e-4
 
 
 def test_gpt2_head_stays_tied_to_the_embedding(gpt2):
