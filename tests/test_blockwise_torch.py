@@ -152,3 +152,16 @@ def test_a_checkpoints_long_input_reads_the_same_on_the_torch_path(tmp_path):
     for layer, head in ((0, 0), (1, 3)):
         reads_the_same(numpy_long, torch_long, layer, head)
 
+
+@pytest.mark.gpu
+def test_on_cuda_the_kept_tensors_stay_there_and_read_as_on_the_cpu():
+    """Where a GPU exists: the model on CUDA keeps q/k there by default, and every read equals the CPU's."""
+    model = mistral(2, 1024, 64, full=(1,))
+    ids = torch.randint(0, 50, (1, 700), generator=torch.Generator().manual_seed(4))
+    host = queries_and_keys(model, ids)
+    kept = queries_and_keys(model.to("cuda"), ids)
+    assert kept.on_device and kept.layer(1)[0].device.type == "cuda" and passes_for(kept) is TORCH_PASSES
+    tokens = long_tokens(ids[0].tolist())
+    for layer, head in ((0, 1), (1, 2)):
+        on_cuda = LongInput("tiny", tokens, kept, 0, TORCH_PASSES)
+        reads_the_same(LongInput("tiny", tokens, host, 0), on_cuda, layer, head)
