@@ -26,6 +26,14 @@ def focus_matrix(P: np.ndarray, query_index: int, key_index: int) -> np.ndarray:
     return arr[:, :, q, k].copy()
 
 
+def query_top(P: np.ndarray, query_index: int) -> float:
+    """The largest value one query token gives any key in any head: the top of the focus heatmap's
+    colour range, the same whichever key is picked, so two keys' screens compare by eye."""
+    arr = as_stack(P, square=False)
+    q = _check_index(query_index, arr.shape[2], "query")
+    return max(float(arr[:, :, q, :].max()), 1e-6)
+
+
 def top_heads(P: np.ndarray, query_index: int, key_index: int, n: int = 5) -> list[tuple[int, int, float]]:
     """The ``n`` heads with the largest weight from query to key: ``(layer, head, weight)``, largest first.
 

@@ -17,11 +17,12 @@ WEIGHTS = ("weight", "attention weight")  # titled "attention from … to …"; 
 
 
 def focus_heatmap(focus: np.ndarray, query_label: str, key_label: str, query_at: int | None = None,
-                  key_at: int | None = None, quantity: str = "weight") -> go.Figure:
+                  key_at: int | None = None, quantity: str = "weight", zmax: float | None = None) -> go.Figure:
     """``focus`` [layers, heads]: how much ``query_label`` (at position ``query_at``) attends to
     ``key_label`` in each head (``quantity`` names the value: an attention weight, a value-weighted
-    norm). A transparent marker on every cell makes a head clickable (heatmap cells cannot be
-    selected); its ``customdata`` is (layer, head)."""
+    norm). ``zmax``: the top of the colour range (the query's, so it stays when the key changes;
+    default this matrix's largest value). A transparent marker on every cell makes a head clickable
+    (heatmap cells cannot be selected); its ``customdata`` is (layer, head)."""
     layers, heads = focus.shape
     where = lambda label, at: hover_text(f"“{label}”" + ("" if at is None else f" (position {at})"))  # noqa: E731
     pair = f"{where(query_label, query_at)} → {where(key_label, key_at)}"
@@ -33,7 +34,7 @@ def focus_heatmap(focus: np.ndarray, query_label: str, key_label: str, query_at:
             y=list(range(layers)),
             colorscale="Blues",
             zmin=0.0,
-            zmax=max(float(focus.max()), 1e-6),
+            zmax=max(float(focus.max()), 1e-6) if zmax is None else zmax,
             hovertemplate=f"layer %{{y}}, head %{{x}}<br>{pair}<br>{quantity} %{{z:.3f}}<extra></extra>",
             colorbar=dict(title=dict(text=quantity)),
         ),

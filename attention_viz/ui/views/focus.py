@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ...analysis import focus_matrix
+from ...analysis.focus import query_top
 from ...analysis.weighting import WEIGHTING_NAMES
 from ...figures.focus import focus_heatmap, highlighted_text
 from ...core.names import CROSS
@@ -30,8 +31,8 @@ def render(result: AttentionResult) -> None:
     with right:
         k = token_picker("Key token (attended to)", keys, "focus_key", default_token(keys, "animal", 0))
     stack = weighed.stack(group)
-    event = chart(st, cache.figure(focus_heatmap,
-                                   focus_matrix(stack, q, k), queries[q], keys[k], q, k, quantity=weighed.quantity),
+    event = chart(st, cache.figure(focus_heatmap, focus_matrix(stack, q, k), queries[q], keys[k], q, k,
+                                   quantity=weighed.quantity, zmax=query_top(stack, q)),
                   key="focus_chart", on_select="rerun", selection_mode="points")
     follow(clicked_tile(event, stack.shape[1]), "focus_chart", "focus_layer", "focus_head")
 
