@@ -18,7 +18,7 @@ def ranges(at, keys: tuple[str, str]) -> list[tuple[float, float]]:
 
 PAIRS = {  # view and its URL choices → the two charts drawn side by side
     "two heads": ({"view": "compare", "mode": "heads"}, ("compare_chart_a", "compare_chart_b")),
-    "coreference pair": ({"view": "compare", "mode": "coreference"}, ("coref_tired", "coref_wide")),
+    "coreference pair": ({"view": "compare", "mode": "coreference"}, ("coref_row_a", "coref_row_b")),
     "two sentences": ({"view": "compare", "mode": "sentences"}, ("compare_pair_a", "compare_pair_b")),
     "scaled vs unscaled": ({"view": "inside", "scale": "0"}, ("inside_pattern_scaled", "inside_pattern")),
     "with vs without positions": ({"view": "positional"}, ("positional_with", "positional_without")),
@@ -60,7 +60,8 @@ def test_clicking_a_coreference_row_shows_that_head_in_both_sentences():
     at = app(view="compare", mode="coreference")
     table = at.dataframe[0].value
     second = (int(table["layer"].iloc[1]), int(table["head"].iloc[1]))
-    at.session_state["coref_table"] = {"selection": {"rows": [1], "columns": [], "cells": []}}  # a click on row 2
+    at.session_state["coref_shift"] = {"selection": {"rows": [1], "columns": [], "cells": []}}  # a click on row 2
     at.run()
-    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
-    assert all(f"layer {second[0]}, head {second[1]}" in t for t in titles), titles
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")
+              if c.key != "coref_diff"]
+    assert len(titles) == 4 and all(f"layer {second[0]}, head {second[1]}" in t for t in titles), titles

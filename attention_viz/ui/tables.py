@@ -22,6 +22,10 @@ COLUMNS = {
     "offset_share": ("share at that offset", "Weight at the strongest offset (0–1)."),
     "top_weight": ("largest weight", "Mean of each row's largest weight: 1 = every row picks one token."),
     "role": ("role", "What the statistics suggest the head does."),
+    "move": ("move (0–1)", "How far the followed token's attention moved from A to B: half the summed |A − B| of "
+                           "its two rows over the keys compared (0 = the same row, 1 = nothing in common)."),
+    "gained_b": ("gained most in B", "The key whose share of the row grew most from A to B."),
+    "gained_a": ("gained most in A", "The key whose share of the row is larger in A than in B by the most."),
 }
 
 
