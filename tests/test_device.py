@@ -214,3 +214,24 @@ def test_the_teaching_pages_computations_work_on_a_placed_model(fresh_cache):
     batch = half.padded_batch([ids, ids[:5]], 1)
     assert batch.patterns.dtype == np.float32 and batch.patterns.shape[0] == 2
     assert np.abs(batch.patterns[1, :, :5, :5] - batch.alone[1]).max() < LOOSE
+
+
+@pytest.mark.slow
+def test_hf_checkpoints_are_read_in_the_asked_dtype(tmp_path, fresh_cache):
+    """Our decoder reads a checkpoint's tensors straight into bfloat16; transformers is asked for the dtype
+    too. Both hand back float32 patterns close to the float32 load's."""
+    from test_ours_decoder import TEXT, save
+
+    ours = save(tmp_path / "llama", "llama")
+    theirs = save(tmp_path / "scaled", "llama")  # linear rotary scaling: a variant only transformers runs
+    config = (theirs / "config.json").read_text()
+    (theirs / "config.json").write_text(config.replace('"rope_type": "default"', '"rope_type": "linear", "factor": 2.0'))
+    for folder, implementation in ((ours, "ours"), (theirs, "transformers")):
+        exact = load_backend(f"hf:{folder}", device="cpu")
+        half = load_backend(f"hf:{folder}", device="cpu", dtype="bfloat16")
+        assert half.implementation == implementation and str(half.placement) == "cpu, bfloat16"
+        assert {p.dtype for p in half.model.parameters()} == {torch.bfloat16}
+        a, b = exact.run(TEXT), half.run(TEXT)
+        assert {x.dtype for x in b.arrays.values()} == {np.dtype(np.float32)}
+        names = [n for n in a.arrays if n.endswith(".pattern")]
+        assert names and max(float(np.abs(a.arrays[n] - b.arrays[n]).max()) for n in names) < LOOSE

@@ -37,12 +37,12 @@ from ..runtime.memory_plan import check_capture, check_long
 from ..weights.gpt2 import build_gpt2, gpt2_config
 from ..weights.llama import build_llama, llama_config
 from ..weights.neox import build_neox, neox_config
-from ..weights.safetensors_io import read_config, read_safetensors, safetensors_files
+from ..weights.safetensors_io import SafetensorsFolder, read_config, safetensors_files
 from .base import Backend, Outputs, check_text, require_readable
 from .hub import local_folder
 from .long_passes import passes_for
 from .ours import ablation_context, input_ids, output_projection, placed, to_numpy
-from ..runtime.device import Placement
+from ..runtime.device import CPU, Placement
 
 MAX_TOKENS_CAP = 1024  # a capture keeps layers × heads × T² floats; the head view reads longer inputs blockwise
 LOGIT_ROWS = 256  # positions scored at once: a (rows, vocab) block, not (T, vocab) (150k-word vocabularies)
@@ -71,8 +71,9 @@ def supported_config(hf_config: dict) -> TransformerConfig | None:
         return None
 
 
-def open_in_ours(spec: str) -> Backend | None:
+def open_in_ours(spec: str, placement: Placement = CPU) -> Backend | None:
     """Our decoder for ``hf:spec`` when the checkpoint's architecture is one we implement, else None.
+    Its weights are read tensor by tensor straight onto ``placement``'s device, in its dtype.
 
     Problems with the folder itself (broken config.json, pickle-only weights, tensors that do not
     match the config, no tokenizer) raise ModelError, as they would in the ``transformers`` backend.
@@ -89,9 +90,12 @@ def open_in_ours(spec: str) -> Backend | None:
     except (FileNotFoundError, ValueError, OSError) as error:
         raise ModelError(f"hf:{spec} has no usable tokenizer ({error}); expected tokenizer.json") from None
     architecture = hf_config["model_type"]
-    model = ARCHITECTURES[architecture][1](hf_config, read_safetensors(folder))
+    model = ARCHITECTURES[architecture][1](hf_config, SafetensorsFolder(folder), device=placement.device,
+                                            dtype=placement.torch_dtype)
     saved_as = (hf_config.get("architectures") or [BASE_MODELS.get(architecture, "a base model")])[0]
-    return OursDecoderBackend(f"hf:{spec}", model, tokenizer, architecture, saved_as)
+    backend = OursDecoderBackend(f"hf:{spec}", model, tokenizer, architecture, saved_as)
+    backend.placement = placement
+    return backend
 
 
 class OursDecoderBackend(Backend):
@@ -114,7 +118,9 @@ class OursDecoderBackend(Backend):
             f"{name}: this checkpoint has no LM head (saved as {saved_as}): next-token views need one")
 
     def place(self, placement: Placement) -> None:
-        self.model, self.placement = placed(self.model, placement), placement
+        if placement.key != self.placement.key:  # open_in_ours reads the weights where they go
+            self.model = placed(self.model, placement)
+        self.placement = placement
 
     def tokenize(self, text: str) -> tuple[Tokens, int]:
         tokens, dropped = tokenize(self.tokenizer, check_text(text), self.max_tokens)

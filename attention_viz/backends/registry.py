@@ -195,7 +195,7 @@ def _build(name: str, placement: Placement) -> Backend:
         spec = name[len(HF_PREFIX) :].strip()
         from .ours_decoder import open_in_ours  # architectures we implement run in our own model
 
-        ours = open_in_ours(spec)
+        ours = open_in_ours(spec, placement)
         if ours is not None:
             return ours
         from .vit import open_vit  # Vision Transformers read images: patches, not a tokenizer
