@@ -24,10 +24,10 @@ import streamlit as st
 
 from attention_viz.backends.registry import HF_PREFIX
 from attention_viz.core.provenance import Provenance
-from attention_viz.errors import ModelError
+from attention_viz.errors import ModelError, UnreadableText
 from attention_viz.ui import cache, plain
 from attention_viz.ui.export import drawn_from, image_format_picker, result_downloads
-from attention_viz.ui.inputs import request_panel
+from attention_viz.ui.inputs import request_panel, switch_to_example
 from attention_viz.ui.state import remember, seed_from_url, share, write_to_url
 from attention_viz.ui.text_window import window_text
 from attention_viz.ui.views import (
@@ -91,6 +91,8 @@ with st.sidebar:
     image_format_picker()
 
 st.title("attention-viz")
+if request.switched:
+    plain.info(request.switched)
 
 
 def uploaded_name() -> str | None:
@@ -113,6 +115,10 @@ def run_model(say_dropped: bool = True):
     text = window_text(request.model, request.text, request.window_slot) if say_dropped else request.text
     try:
         result = cache.run(request.model, text, request.target)
+    except UnreadableText as error:  # another kind of input (symbols): the model's example instead
+        if not switch_to_example(request.model, str(error), uploaded_name() is not None):
+            plain.error(error)
+        return None
     except ModelError as error:
         plain.error(error)
         return None

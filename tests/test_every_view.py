@@ -19,6 +19,8 @@ from apphelpers import APP, TIMEOUT, charts, switch_view
 from test_hf_backend import save_bert, save_gpt2, save_t5
 
 from attention_viz.analysis.weighting import WEIGHTINGS
+from attention_viz.backends.induction import INDUCTION_EXAMPLES
+from attention_viz.inputs.examples import TIRED
 from attention_viz.core.names import GROUPS
 from attention_viz.ui.views.compare import MODES
 
@@ -68,6 +70,27 @@ def walk(model: str, text: str) -> dict[str, AppTest]:
 ])
 def test_every_view_on_the_shipped_models(model, text):
     assert walk(model, text) == {}
+
+
+def test_a_model_that_cannot_read_the_sentence_shows_its_example_on_every_view():
+    """The induction model reads single symbols: opened with an English sentence (a model switch, or a
+    link), the page puts the model's first example in the sentence box, says why, and every view draws
+    (the atlas, with none built, offers to build one; Inside one head, which recomputes an encoder of
+    ours, says so in a sentence)."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update(model="induction", text=TIRED)
+    at.run()
+    assert at.session_state["text"] == next(iter(INDUCTION_EXAMPLES.values()))
+    assert any("reads single lowercase letters" in m.value for m in at.info)
+    assert [o for o in at.selectbox if o.key == "example"][0].options[1:] == list(INDUCTION_EXAMPLES)
+    problems = {}
+    for view in VIEWS:
+        switch_view(at, view)
+        broken = [e.value for e in at.exception] + [e.value for e in at.error]
+        if broken or not (charts(at) or (view == "atlas" and at.button) or (view == "inside" and at.info)):
+            problems[view] = broken or ["no figure"]
+    assert problems == {}
+    assert at.query_params["text"] == next(iter(INDUCTION_EXAMPLES.values()))  # the link holds what is shown
 
 
 @pytest.mark.parametrize("kind", list(BUILDERS))

@@ -19,6 +19,7 @@ from ..errors import ModelError
 from ..core.model import Shape
 from ..core.names import Group
 from ..core.result import AttentionResult
+from ..inputs.examples import ENGLISH as ENGLISH_EXAMPLES
 from ..inputs.tokens import Tokens
 
 if TYPE_CHECKING:  # both need torch; a backend that has neither capability never imports them
@@ -127,6 +128,11 @@ class Backend(ABC):
     def probe_texts(self, n: int = 24, seed: int = 0) -> list[str]:
         """Built-in probe inputs this model can read (head detector, mean ablation), seeded."""
         return english_probes(n, seed)
+
+    def examples(self) -> dict[str, str]:
+        """What the sidebar's Examples offer (label → text), the first being what the page shows when
+        the user's text is one this model cannot read (:class:`~attention_viz.errors.UnreadableText`)."""
+        return dict(ENGLISH_EXAMPLES)
 
     # What the teaching pages need beyond run(); only our own Transformers can. Pages ask these, they
     # never look at a backend's class or inside it.

@@ -15,7 +15,7 @@ import torch
 
 from ..analysis.ablation import Ablation
 from ..analysis.probes import sequence_probes
-from ..errors import ModelError
+from ..errors import ModelError, UnreadableText
 from ..core.hooks import KINDS, capture
 from ..core.names import Group
 from ..core.result import AttentionResult
@@ -27,6 +27,14 @@ from ..trained.induction_data import MAX_SEGMENT, MIN_SEGMENT, SYMBOLS
 from .base import Backend, Outputs, check_text
 from .ours import ablation_context, input_ids, output_projection, placed, to_numpy
 from ..runtime.device import Placement
+
+# What a person would type to see induction (no symbol twice within a segment, so each copy is found once)
+INDUCTION_EXAMPLES = {
+    "A segment typed twice (induction)": "k 3 p q 7 m x 2 k 3 p q 7 m x 2",
+    "A longer segment typed twice": "a 7 q z 3 m k 9 w e b 5 a 7 q z 3 m k 9 w e b 5",
+    "Three copies": "p 2 x f p 2 x f p 2 x f",
+    "No repeat (nothing to copy)": "j 4 u c 8 n r 1 y g 6 d v 0 h s",
+}
 
 
 class InductionBackend(Backend):
@@ -54,7 +62,7 @@ class InductionBackend(Backend):
         symbols = check_text(text).lower().split()
         wrong = sorted({s for s in symbols if s not in self.vocab or s in Vocab.SPECIALS})
         if wrong:
-            raise ModelError(
+            raise UnreadableText(
                 f"{self.name} reads single lowercase letters and digits separated by spaces (e.g. 'a 7 q a 7'); "
                 f"not: {' '.join(wrong[:5])}"
             )
@@ -91,3 +99,6 @@ class InductionBackend(Backend):
 
     def probe_texts(self, n: int = 24, seed: int = 0) -> list[str]:
         return sequence_probes(SYMBOLS, n, seed, min_length=MIN_SEGMENT, max_length=MAX_SEGMENT)
+
+    def examples(self) -> dict[str, str]:
+        return dict(INDUCTION_EXAMPLES)

@@ -60,6 +60,14 @@ def split_words(text: str) -> list[str]:
         words.extend(punctuation)
     return words
 
+# Sentences of the corpus grammar (attention_viz/trained/corpus), one per thing the French side does
+TRANSLATION_EXAMPLES = {
+    "Word order: adjectives follow the noun": "this official financial area that this consumer has created reacted in september 2023 .",
+    "Agreement after a relative clause": "the industrial local summit that the councils drafted has been launched by the company .",
+    "A bare plural gets an article": "waters reacted .",
+    "Contractions (du, des, aux)": "some partners protect the text with a debate of annual procedures .",
+}
+
 
 class TranslationBackend(Backend):
     """An encoder–decoder demo model loaded from its folder (see :mod:`attention_viz.trained.checkpoint`).
@@ -134,6 +142,10 @@ class TranslationBackend(Backend):
         known = [w for w in self.src_vocab.itos[len(Vocab.SPECIALS) :] if w.isalpha()]
         sequences = sequence_probes(known, n // 2, seed)
         return [text for pair in zip_longest(sentences, sequences) for text in pair if text is not None]
+
+    def examples(self) -> dict[str, str]:
+        """Sentences of its training grammar (other English reads as unknown words)."""
+        return dict(TRANSLATION_EXAMPLES)
 
     def forward(
         self, text: str, target: str | None = None, kinds: Collection[str] = ("pattern",), ablation: Ablation | None = None

@@ -9,22 +9,13 @@ import streamlit as st
 
 from ..backends.registry import HF_PREFIX, MODELS, planned_placement, unknown_model_message
 from ..errors import ModelError
+from ..inputs.examples import ENGLISH as EXAMPLES
 from ..inputs.text_file import MAX_FILE_BYTES, read_text_file
 from . import cache, plain
 from ..inputs.link_text import PARAM as PACKED_TEXT
 from .state import DEFAULT_TEXT, MAX_TEXT, forget_link_notices, too_long, unreadable
 from .widgets import text
 
-EXAMPLES = {
-    "Coreference — tired (it → animal)": "The animal didn't cross the street because it was too tired.",
-    "Coreference — wide (it → street)": "The animal didn't cross the street because it was too wide.",
-    "Thinking Machines (the Illustrated Transformer's example)": "Thinking Machines",
-    "我喜欢吃苹果 (“I like eating apples”)": "我喜欢吃苹果",
-    "A longer sentence": (
-        "The European Economic Area agreement was signed in Porto on 2 May 1992 and entered into force "
-        "on 1 January 1994, after the people of Switzerland had voted against it."
-    ),
-}
 HF_CHOICE = "hf: (any transformers model)"
 HF_FOLDER = (
     "A local folder needs `config.json`, the weights as safetensors (`model.safetensors`, or its shards; "
@@ -50,18 +41,48 @@ IMPLEMENTATIONS = {  # result.meta["implementation"] → the caption under the m
 }
 
 
+SWITCHED = "_switched_to_example"  # (example, why): the text to show on the next run, set before its box is drawn
+SWITCH_NOTE = "_switch_note"  # (example, why): said on the page while the box still holds that example
+
+
 @dataclass(frozen=True)
 class Request:
     model: str
     text: str
     target: str | None
     window_slot: Any = field(default=None, compare=False)  # under the sentence: where a long text's window is picked
+    switched: str | None = field(default=None, compare=False)  # why the sentence was replaced by the model's example
+
+
+def model_examples(model: str) -> dict[str, str]:
+    """The Examples the sidebar offers for ``model``: its backend's own (a model that reads symbols
+    offers symbols); English while an ``hf:`` model does not load."""
+    if model == HF_PREFIX:
+        return dict(EXAMPLES)
+    try:
+        return cache.backend(model).examples()
+    except Exception:  # noqa: BLE001 - the model run below reports the same failure, in one line
+        return dict(EXAMPLES)
 
 
 def _apply_example() -> None:
+    examples = model_examples(st.session_state.get("model", ""))
     example = st.session_state.get("example")
-    if example in EXAMPLES:
-        st.session_state["text"] = EXAMPLES[example]
+    if example in examples:
+        st.session_state["text"] = examples[example]
+
+
+def switch_to_example(model: str, why: str, uploaded: bool) -> bool:
+    """The user's text is one ``model`` cannot read: put the model's first example in the sentence box
+    and run again, saying why on the page. False (nothing done) for an uploaded file, or when the box
+    already holds that example: the page then shows ``why`` as an error."""
+    example = next(iter(model_examples(model).values()))
+    if uploaded or st.session_state.get("text") == example:
+        return False
+    st.session_state[SWITCHED] = (example, f"{why}. The sentence box now holds its example; type your own in "
+                                           "that form, or pick another of its Examples.")
+    st.rerun()
+    return True
 
 
 def model_picker() -> str:
@@ -149,7 +170,12 @@ def request_panel() -> Request:
         placement = model_placement(model)
         if placement:
             st.caption(f"Device: {placement}.")
-        st.selectbox("Examples", ["—"] + list(EXAMPLES), key="example", on_change=_apply_example)
+        switched = st.session_state.pop(SWITCHED, None)
+        if switched is not None:  # before the boxes are drawn: only then may their values change
+            st.session_state["text"] = switched[0]
+            st.session_state["example"] = "—"
+            st.session_state[SWITCH_NOTE] = switched
+        st.selectbox("Examples", ["—"] + list(model_examples(model)), key="example", on_change=_apply_example)
         sentence = text("Sentence", "text", DEFAULT_TEXT, max_chars=MAX_TEXT, area=True, height=110,
                         help="Ctrl+Enter (⌘+Enter) or a click outside the box runs it.")
         uploaded = long_text_upload()
@@ -159,7 +185,9 @@ def request_panel() -> Request:
             target = text("Target (teacher forcing; empty = the model translates)", "target",
                           max_chars=MAX_TEXT) or None
     link_too_long(sentence, uploaded is not None)
-    return Request(model, uploaded or sentence, target, window_slot)
+    note = st.session_state.get(SWITCH_NOTE)
+    said = note[1] if note is not None and note[0] == sentence and not uploaded else None
+    return Request(model, uploaded or sentence, target, window_slot, said)
 
 
 def link_too_long(sentence: str, uploaded: bool) -> None:
