@@ -21,6 +21,7 @@ from typing import Protocol
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from ..core.model import Transformer, TransformerConfig
 from ..core.positional import SinusoidalEncoding, sinusoidal
@@ -70,8 +71,25 @@ def as_checkpoint(tensors: Mapping[str, torch.Tensor] | Checkpoint) -> Checkpoin
 
 def on_meta(config: TransformerConfig) -> Transformer:
     """Our model with every parameter shaped and none allocated, waiting for :func:`fill`."""
-    with torch.device("meta"):
+    with torch.device("meta"), DrawNothing():
         return Transformer(config)
+
+
+class DrawNothing(TorchFunctionMode):
+    """Random initialisation of a meta tensor, skipped: it has no values to draw, and torch's meta
+    ``normal_`` imports ``torch._dynamo`` on its first call (seconds, and tens of MB that stay),
+    which the model's own path otherwise never loads. Modes are per thread: other threads' models
+    initialise as usual."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        target = args[0] if args else kwargs.get("tensor")  # nn.init passes its tensor by keyword
+        if func in RANDOM_INIT and isinstance(target, torch.Tensor) and target.is_meta:
+            return target
+        return func(*args, **kwargs)
+
+
+RANDOM_INIT = {torch.Tensor.normal_, torch.Tensor.uniform_, nn.init.normal_, nn.init.uniform_}
 
 
 def weight_dtype(dtype: torch.dtype | None) -> torch.dtype:
