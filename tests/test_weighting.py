@@ -58,7 +58,7 @@ def test_every_pattern_view_draws_the_norms_the_analysis_computes(minilm_norms):
     it, animal = labels.index("it"), labels.index("animal")
     at = app(model="minilm", text=TIRED, view="head", weighting="norms", layer="3", head="1")
     assert not at.exception and at.radio(key="weighting").value == "norms"
-    [head] = charts(at)
+    head, *_beside = charts(at)  # then the head's weights and norms side by side
     assert "value-weighted norms" in title(head) and colour_bar(head) == "value-weighted norm"
     np.testing.assert_allclose(z(head), norms[3, 1], rtol=1e-6, atol=1e-7)
     assert np.abs(z(head).sum(axis=1) - 1).max() > 0.1  # not the weights: norms' rows do not sum to 1
@@ -121,7 +121,7 @@ def test_cross_attention_of_toy_translate_draws_its_norms():
     backend = load_backend("toy-translate")
     at = app(model="toy-translate", text=TOY, view="head", group="cross", weighting="norms", layer="0", head="2")
     assert not at.exception and not at.error
-    [head] = charts(at)
+    head, *_beside = charts(at)
     # the page's run is greedy on the same text: the same translation, so the same arrays
     result = backend.run(TOY, kinds=("v", "pattern"))
     expected = value_norm_arrays(result, backend.output_projection)[hook_name(CROSS, 0, "value_norm")][2]
@@ -204,3 +204,20 @@ def test_colour_scales_name_the_quantity_and_the_log_range_reaches_norms_above_o
     assert rescaled(matrix, "log", "value-weighted norm")[1] == "log10 value-weighted norm"
     assert log_range(matrix) == pytest.approx((-4.0, np.log10(2.0)))
     assert log_range(matrix / 4) == (-4.0, 0.0)  # weights keep their fixed 10⁻⁴ … 1 range
+
+
+def test_the_page_explains_the_weighting_and_sets_the_head_beside_its_weights(minilm_norms):
+    result, norms = minilm_norms
+    at = app(model="minilm", text=TIRED, view="head", weighting="norms", layer="3", head="1")
+    said = " ".join(c.value.replace("\\", "") for c in at.caption)
+    assert "‖α_ij f(x_j)‖" in said and "no longer sum to 1" in said
+    main, weights, beside = charts(at)
+    assert title(weights).endswith("attention weights") and title(beside).endswith("value-weighted norms")
+    np.testing.assert_allclose(z(weights).sum(axis=1), 1.0, atol=1e-5)  # the weights' rows sum to 1
+    np.testing.assert_allclose(z(beside), norms[3, 1], rtol=1e-4, atol=1e-6)  # the norms' do not
+    assert np.ptp(z(beside).sum(axis=1)) > 0.1
+    np.testing.assert_allclose(z(beside), z(main), rtol=1e-6)  # the same head as the main figure
+
+    plain = app(model="minilm", text=TIRED, view="head", layer="3", head="1")
+    assert len(charts(plain)) == 1  # the weights alone: nothing to set beside them
+    assert "Each row sums to 1" in " ".join(c.value.replace("\\", "") for c in plain.caption)

@@ -28,6 +28,19 @@ WEIGHTING_NAMES = {"weights": "attention weights", "norms": "value-weighted norm
                    "value_zeroing": "value zeroing"}
 QUANTITIES = {"weights": "attention weight", "norms": "value-weighted norm", "alti": "ALTI contribution",
               "value_zeroing": "value-zeroing score"}  # what one cell holds
+# What each weighting shows, in a few lines under the choice: the formula, and what changes from the weights
+EXPLANATIONS = {
+    "weights": "Attention weights α_ij = softmax_j(q_i·k_j / √d_k): how much query i looks at key j. Each row sums to 1.",
+    "norms": "Value-weighted norms ‖α_ij f(x_j)‖ with f(x_j) = (x_j W_V + b_V) W_O, what key j's value adds to query i "
+             "through this head (Kobayashi et al. 2020). A large weight on a short vector counts for little, and the "
+             "rows no longer sum to 1: their totals differ from row to row and from head to head.",
+    "alti": "ALTI (Ferrando et al. 2022): each key's share of query i's output of the whole attention block (every head, "
+            "the residual and the layer norm), from how close each key's part T_i(x_j) lies to that output. One map "
+            "per layer, the same for every head; each row sums to 1, the residual counted as the token's own share.",
+    "value_zeroing": "Value zeroing (Mohebbi et al. 2023): 1 − cos between query i's output of the layer and that output "
+                     "recomputed with key j's values zeroed in every head, each row divided by its sum. One map per "
+                     "layer, the same for every head; each row sums to 1.",
+}
 KINDS = {"weights": "pattern", "norms": "value_norm", "alti": "alti", "value_zeroing": "value_zeroing"}
 LAYER_LEVEL = ("alti", "value_zeroing")  # one [query, key] map per layer, whatever the head
 # Value zeroing re-runs every layer on T copies of its input, T² token rows, so the views stop at a

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from ..analysis.weighting import WEIGHTING_NAMES, WEIGHTINGS, Weighted, weighted
+from ..analysis.weighting import EXPLANATIONS, WEIGHTING_NAMES, WEIGHTINGS, Weighted, weighted
 from ..errors import ServerBusy
 from ..core.result import AttentionResult
 from ..analysis.selection import GROUP_NAMES, GROUP_URL_NAMES, REDUCTIONS, Group
@@ -64,15 +64,11 @@ def pair_scale(key: str, *matrices) -> float | None:
 
 def weighting_picker(key: str = "weighting") -> str:
     """Attention weights or value-weighted norms (``weighting=weights|norms`` in the URL). One key
-    for every view that draws patterns, so the choice stays when the view changes."""
-    return choice("Weighting", WEIGHTINGS, key, widget="radio", format_func=WEIGHTING_NAMES.get, horizontal=True,
-                  help="Attention weights: α, how much each query looks at each key. Value-weighted norms "
-                       "(Kobayashi et al. 2020): ‖α · f(x)‖, the size of what the key actually adds to the query "
-                       "through this head — a large weight on a tiny vector counts for little. ALTI (Ferrando et "
-                       "al. 2022): each key's share of the query's output of the attention block (attention, "
-                       "residual and layer norm together). Value zeroing (Mohebbi et al. 2023): how much the "
-                       "query's output of the layer changes when the key's values are zeroed. Both measure a "
-                       "whole layer, not one head.")
+    for every view that draws patterns, so the choice stays when the view changes. Under it, what the
+    chosen weighting is and how its rows differ from the weights'."""
+    weighting = choice("Weighting", WEIGHTINGS, key, widget="radio", format_func=WEIGHTING_NAMES.get, horizontal=True)
+    plain.caption(EXPLANATIONS[weighting])
+    return weighting
 
 
 def weigh(result: AttentionResult, weighting: str, quiet: bool = False, group: Group | None = None) -> Weighted:

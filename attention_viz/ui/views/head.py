@@ -9,6 +9,7 @@ import streamlit as st
 
 from ...analysis.head_levels import LEVELS_ABOVE, captured_heatmap, needs_levels
 from ...analysis.long_input import LongHeatmap
+from ...analysis.weighting import QUANTITIES, WEIGHTING_NAMES
 from ...figures.heatmap import attention_heatmap
 from ...figures.long_heatmap import long_heatmap_figure
 from ...core.names import ENCODER_SELF
@@ -61,6 +62,26 @@ def render(result: AttentionResult) -> None:
         figure = windowed(shown, scale, threshold, weighed.quantity, title)
     chart(st, figure, key="head_chart", config={"displaylogo": False})
     figure_downloads(figure, "head_chart")
+    if weighed.weighting != "weights":
+        side_by_side(result, Choice(group, layer, head, words, hide_special, threshold, "pattern"), shown,
+                     weighed.weighting, title)
+
+
+def side_by_side(result: AttentionResult, choice_: Choice, weighted_shown: Displayed, weighting: str,
+                 title: str) -> None:
+    """The chosen head's attention weights beside the same head under the weighting, each on its own
+    colour bar (different quantities): where a large weight carries little, the two differ."""
+    if max(weighted_shown.matrix.shape) > WINDOW:
+        return  # two more matrices that long would not be read side by side
+    weights = displayed(result, choice_)
+    st.markdown(f"**Attention weights and {WEIGHTING_NAMES[weighting]} of this head, side by side**")
+    columns = st.columns(2)
+    for where, shown, name, key in ((columns[0], weights, "weights", "head_side_weights"),
+                                    (columns[1], weighted_shown, weighting, "head_side_weighted")):
+        figure = cache.figure(attention_heatmap, shown.matrix, shown.query_labels, shown.key_labels,
+                              title=f"{title.split(' · ')[0]} · {WEIGHTING_NAMES[name]}", colorbar_title=QUANTITIES[name],
+                              hover=f"query %{{y}}<br>key %{{x}}<br>{QUANTITIES[name]} %{{z:.4f}}<extra></extra>")
+        chart(where, figure, key=key, config={"displaylogo": False})
 
 
 def windowed(shown: Displayed, scale: str, threshold: float, quantity: str, title: str) -> go.Figure:
