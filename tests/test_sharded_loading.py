@@ -339,7 +339,7 @@ def test_damaged_shard_is_named(tmp_path, llama):
 
 # Runs in a fresh interpreter: the imports come first, then the resident set before the load and the
 # peak after it (VmHWM, reset after the imports where the kernel allows it). Whether the load pulled
-# in torch._dynamo (what torch's meta normal_ would import: seconds and tens of MB) is reported too.
+# in torch._dynamo (what torch's meta normal_ would import, slowly, for good) is reported too.
 MEASURE = """
 import json, sys, torch
 from attention_viz.weights.llama import load_llama

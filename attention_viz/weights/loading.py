@@ -75,11 +75,14 @@ def on_meta(config: TransformerConfig) -> Transformer:
         return Transformer(config)
 
 
+RANDOM_INIT = {torch.Tensor.normal_, torch.Tensor.uniform_, nn.init.normal_, nn.init.uniform_}
+
+
 class DrawNothing(TorchFunctionMode):
     """Random initialisation of a meta tensor, skipped: it has no values to draw, and torch's meta
-    ``normal_`` imports ``torch._dynamo`` on its first call (seconds, and tens of MB that stay),
-    which the model's own path otherwise never loads. Modes are per thread: other threads' models
-    initialise as usual."""
+    ``normal_`` imports ``torch._dynamo`` on its first call (slow, and its memory stays), which the
+    model's own path otherwise never loads. Only meta tensors are touched: real ones initialise as
+    usual."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -88,8 +91,6 @@ class DrawNothing(TorchFunctionMode):
             return target
         return func(*args, **kwargs)
 
-
-RANDOM_INIT = {torch.Tensor.normal_, torch.Tensor.uniform_, nn.init.normal_, nn.init.uniform_}
 
 
 def weight_dtype(dtype: torch.dtype | None) -> torch.dtype:
