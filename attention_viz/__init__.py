@@ -4,7 +4,8 @@ Importing the package changes nothing process-wide; entry points call
 :func:`attention_viz.runtime.settings.apply_process_settings` first.
 """
 
-_API = ("run", "show", "export", "patch")  # attention_viz.api, imported on first use: `import attention_viz` stays light
+# attention_viz.api, imported on first use: `import attention_viz` stays light
+_API = ("run", "show", "export", "patch", "init_notebook")
 
 
 def __getattr__(name: str):

@@ -6,17 +6,18 @@
     av.show(result, view="heads")                        # every layer and head, switchable in the output
     av.export(result, "attention.html", view="heads")   # the same as one file that opens offline
 
-Nothing here needs a server or the network: every output carries plotly.js itself. Only :func:`run`
-loads torch, and only :func:`show` and :func:`export` load plotly (a run on a machine without it
-works); they also work on a result read back with ``AttentionResult.load_npz`` (what
+Nothing here needs a server or the network. In a notebook the first output carries plotly.js (once per
+notebook) and every output draws with it, also when the saved notebook is opened elsewhere; an exported
+file carries its own. Only :func:`run` loads torch, and only :func:`show` and :func:`export` load plotly
+(a run on a machine without it works); they also work on a result read back with ``AttentionResult.load_npz`` (what
 ``python -m attention_viz run`` writes).
 """
 
 from __future__ import annotations
 
-import html
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, fields
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,7 @@ from .analysis.selection import GROUP_NAMES, REDUCTIONS, Choice, displayed, grou
 if TYPE_CHECKING:  # the figures import plotly: each view imports what it draws with when it draws
     import plotly.graph_objects as go
 
-__all__ = ["VIEWS", "Shown", "export", "patch", "run", "show"]
+__all__ = ["VIEWS", "NotebookPlotly", "Shown", "export", "init_notebook", "patch", "run", "show"]
 
 VIEWS = ("head", "heads", "grid", "compare", "focus", "layers", "rollout")
 ATTENTIONS: dict[str, Group] = {"encoder": ENCODER_SELF, "decoder": DECODER_SELF, "cross": CROSS}
@@ -143,15 +144,21 @@ class PatchResult(Patching):
 
 @dataclass
 class Shown:
-    """What :func:`show` returns. A notebook draws it inline (``_repr_html_``): a sandboxed frame holding
-    one complete page with plotly.js inside, so it needs no server, no network and no notebook
-    extension. ``page`` is that page as a string, ``figures`` the Plotly figures in it (empty for the
-    ``heads`` view, which draws in its own script); ``save(path)`` writes the page."""
+    """What :func:`show` returns. A notebook draws it inline (``_repr_html_``): plain HTML in the notebook's
+    page that draws with the page's plotly.js, which the kernel session's first output carries
+    (figures/notebook.py), so it needs no server, no network and no extension, and the saved notebook
+    draws offline wherever it is opened (trusted). ``page`` is the view as one complete page with
+    plotly.js inside, what ``save(path)`` writes; ``figures`` the Plotly figures in it (empty for the
+    ``heads`` view, which draws in its own script)."""
 
     view: str
-    page: str
-    height: int  # pixels the inline frame needs
-    figures: list[go.Figure] = field(default_factory=list)
+    figures: list[go.Figure]
+    make_page: Callable[[], str] = field(repr=False)
+    make_output: Callable[[], str] = field(repr=False)  # one notebook output, ids of its own each call
+
+    @cached_property
+    def page(self) -> str:
+        return self.make_page()
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -159,16 +166,35 @@ class Shown:
         return path
 
     def _repr_html_(self) -> str:
-        return (
-            f'<iframe srcdoc="{html.escape(self.page, quote=True)}" sandbox="allow-scripts allow-downloads" '
-            f'style="width:100%;height:{self.height}px;border:0" title="attention-viz {self.view}"></iframe>'
-        )
+        from .figures.notebook import SESSION
+
+        return SESSION.output(self.make_output())
 
     def _repr_mimebundle_(self, include: Collection[str] | None = None, exclude: Collection[str] | None = None) -> dict:
         return {"text/html": self._repr_html_(), "text/plain": repr(self)}
 
     def __repr__(self) -> str:
-        return f"<attention-viz {self.view} view: {len(self.page) / 1e6:.1f} MB page, {len(self.figures)} figure(s)>"
+        return f"<attention-viz {self.view} view: {len(self.figures)} figure(s); .save(path) writes it as one page>"
+
+
+class NotebookPlotly:
+    """What :func:`init_notebook` returns: shown as a cell's output, plotly.js for the notebook's page."""
+
+    def _repr_html_(self) -> str:
+        from .figures.notebook import SESSION
+
+        return SESSION.plotly()
+
+    def __repr__(self) -> str:
+        return "<attention-viz: plotly.js for this notebook's outputs>"
+
+
+def init_notebook() -> NotebookPlotly:
+    """plotly.js for this notebook, as a cell's output: ``av.init_notebook()`` alone in the first cell.
+    Without it the kernel session's first :func:`show` output carries plotly.js, and re-running only
+    that cell replaces it with an output without, which leaves a saved notebook with none; with it the
+    copy stays in a cell of its own."""
+    return NotebookPlotly()
 
 
 def show(
@@ -213,13 +239,13 @@ def show(
     if view not in VIEWS:
         raise ValueError(f"unknown view {view!r}; choose from {', '.join(VIEWS)}")
     from .figures.grid import heads_grid
+    from .figures.notebook import figures_output, heads_output
     from .figures.offline import figures_html, heads_html
 
     group = _attention(result, attention)
-    if view == "heads":  # the page opens on the chosen attention, layer and head
+    if view == "heads":  # the view opens on the chosen attention, layer and head
         start = (group, _layer(result, group, layer, 0), _head(result, group, head))
-        page = heads_html(result, start)
-        return Shown(view, page, _heads_height(result))
+        return Shown(view, [], partial(heads_html, result, start), partial(heads_output, result, start))
     if view == "head":
         figures, notes, extra = _head_view(result, group, _layer(result, group, layer, 0), _head(result, group, head),
                                            words, hide_special, threshold)
@@ -237,10 +263,9 @@ def show(
         group = _self_attention(result, group, view)
         last = result.n_layers(*group) - 1
         figures, notes, extra = _rollout_view(result, group, _layer(result, group, layer, last))
-    page = figures_html(figures, notes, title=f"attention-viz {view}: {result.model}", extra_html=extra,
-                        heading=result.model)
-    height = sum(int(f.layout.height or 450) for f in figures) + 60 * len(extra) + 28 * len(notes) + 90
-    return Shown(view, page, height, list(figures))
+    laid_out = {"notes": notes, "extra_html": extra, "heading": result.model}
+    return Shown(view, list(figures), partial(figures_html, figures, title=f"attention-viz {view}: {result.model}",
+                                              **laid_out), partial(figures_output, figures, **laid_out))
 
 
 def export(result: AttentionResult, path: str | Path, view: str = "heads", **options: object) -> Path:
@@ -319,11 +344,6 @@ def _title(group: Group, what: str) -> str:
 
 def _head_name(layer: int, head: Head) -> str:
     return f"layer {layer}, " + (f"head {head}" if isinstance(head, int) else f"{head} of heads")
-
-
-def _heads_height(result: AttentionResult) -> int:
-    tallest = max(len(q) for q, _ in (group_tokens(result, g) for g in result.attentions()))
-    return int(min(900, max(420, 22 * tallest + 160))) + 190
 
 
 # --- the views: each returns (figures, plain-text notes, package-built HTML) -----------------------

@@ -49,7 +49,7 @@ SWITCH = """async ([select, value]) => {
     const start = performance.now(), element = document.getElementById(select);
     element.value = value;
     element.dispatchEvent(new Event('change'));
-    await window.attentionViz.drawn;
+    await document.body.attentionViz.drawn;
     await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
     return performance.now() - start;
 }"""

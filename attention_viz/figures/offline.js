@@ -1,25 +1,30 @@
-// The heads page of attention-viz (figures/offline.py writes the data and inlines this file after
-// offline_preview.js). Reads the JSON in #attention-data, inflates one layer's 8-bit codes when it is
-// first shown and draws one heatmap. First paint: the canvas preview of the opening head; then the
-// inert plotly.js text (#plotly-js) is executed (seconds of main-thread time in a fresh browser, which
-// is why it waits) and the interactive Plotly heatmap takes the canvas's place, in the same plot area.
-// The controls stay disabled until then: while plotly.js executes the page could not answer them.
+// The heads view of attention-viz (figures/offline.py writes the data and inlines this file after
+// offline_preview.js, both inside one function of `prefix`, the start of every element id it reads).
+// Reads the JSON in #attention-data, inflates one layer's 8-bit codes when it is first shown and draws
+// one heatmap. First paint: the canvas preview of the opening head; then plotly.js — in a standalone
+// page its inert text (#plotly-js) is executed (seconds of main-thread time in a fresh browser, which is
+// why it waits); in a notebook output (a prefix) the copy the notebook's page holds, awaited
+// (figures/notebook.py) — and the interactive Plotly heatmap takes the canvas's place, in the same plot
+// area. The controls stay disabled until then: while plotly.js executes the page could not answer them.
 // User text (model name, token labels) only ever reaches the page through textContent, fillText or
 // Plotly's escaped labels, never through innerHTML.
 "use strict";
 (function () {
-  const payload = JSON.parse(document.getElementById("attention-data").textContent);
-  const chart = document.getElementById("chart");
+  const byId = (name) => document.getElementById(prefix + name);
+  // what a test or benchmark reads: a notebook output marks its own element, a standalone page its body
+  const root = prefix ? byId("heads") : document.body;
+  const payload = JSON.parse(byId("attention-data").textContent);
+  const chart = byId("chart");
   const pick = {
-    attention: document.getElementById("attention"),
-    layer: document.getElementById("layer"),
-    head: document.getElementById("head"),
+    attention: byId("attention"),
+    layer: byId("layer"),
+    head: byId("head"),
   };
-  const readout = document.getElementById("readout");
-  const preview = document.getElementById("preview");
-  const stage = document.getElementById("stage");
-  const status = document.getElementById("status");
-  const reductionNote = document.getElementById("reduction-note");
+  const readout = byId("readout");
+  const preview = byId("preview");
+  const stage = byId("stage");
+  const status = byId("status");
+  const reductionNote = byId("reduction-note");
   const layers = new Map(); // "attention:layer" → Promise of {codes: Uint8Array, scales: Float32Array}
   let shown = null; // {attention, layer, head, z} of the heatmap on screen
   let cell = null; // [query, key] last under the cursor
@@ -162,7 +167,7 @@
     shown = { attention: a, layer: layer, head: head, z: z };
     if (!interactive) handOver();
     describe();
-    document.body.dataset.drawn = [att.key, layer, head].join(":");
+    root.dataset.drawn = [att.key, layer, head].join(":");
   }
 
   // The first Plotly heatmap is on screen: it replaces the canvas, and the controls come alive.
@@ -182,12 +187,17 @@
     });
   }
 
-  // plotly.js, kept as inert text so that parsing the page does not run it, executed now.
-  async function executePlotly() {
+  // plotly.js: a notebook output waits for the notebook page's copy (it may come in a later output); a
+  // standalone page keeps it as inert text so that parsing the page does not run it, executed now.
+  async function loadPlotly() {
+    if (prefix) {
+      if (!window.Plotly) await new Promise((ready) => window.addEventListener(PLOTLY_READY, ready, { once: true }));
+      return;
+    }
     if (document.readyState === "loading") { // the text comes after this script
       await new Promise((parsed) => document.addEventListener("DOMContentLoaded", parsed, { once: true }));
     }
-    const source = document.getElementById("plotly-js");
+    const source = byId("plotly-js");
     const script = document.createElement("script");
     script.textContent = source.textContent;
     source.remove(); // 4.8 MB of text the page no longer needs
@@ -197,7 +207,7 @@
   // Draws run one after another, so a fast series of choices never interleaves two redraws.
   function redraw() {
     drawing = drawing.then(draw, draw);
-    window.attentionViz.drawn = drawing;
+    root.attentionViz.drawn = drawing;
     return drawing;
   }
 
@@ -225,9 +235,9 @@
     redraw();
   }
 
-  document.getElementById("heading").textContent = payload.model;
+  byId("heading").textContent = payload.model;
   fill(pick.attention, payload.attentions.map((_, i) => i), (i) => payload.attentions[i].name);
-  document.getElementById("attention-label").hidden = payload.attentions.length < 2;
+  byId("attention-label").hidden = payload.attentions.length < 2;
   choose(payload.start.attention, payload.start.layer, payload.start.head);
   pick.attention.addEventListener("change", () => {
     choose(Number(pick.attention.value), pick.layer.value, pick.head.value);
@@ -235,7 +245,7 @@
   });
   pick.layer.addEventListener("change", redraw);
   pick.head.addEventListener("change", redraw);
-  document.addEventListener("keydown", (event) => {
+  root.addEventListener("keydown", (event) => {
     if (!interactive || event.target instanceof HTMLSelectElement) return; // a select handles its own arrows
     const moves = { ArrowLeft: [pick.head, -1], ArrowRight: [pick.head, 1], ArrowUp: [pick.layer, -1],
       ArrowDown: [pick.layer, 1] };
@@ -243,7 +253,7 @@
     event.preventDefault();
     step(...moves[event.key]);
   });
-  window.attentionViz = { payload: payload, redraw: redraw, shown: () => shown };
+  root.attentionViz = { payload: payload, redraw: redraw, shown: () => shown };
 
   // Preview painted (two frames later it is on screen), then plotly.js, then the interactive heatmap;
   // each step leaves a performance mark (benchmarks/offline.py reads them).
@@ -252,9 +262,9 @@
     paintPreview(a, layer, head, matrix(payload.attentions[a], await layerData(a, layer), head));
     await frames(2);
     performance.mark("attention-viz:preview");
-    document.body.dataset.preview = preview.dataset.drawn;
+    root.dataset.preview = preview.dataset.drawn;
     await new Promise((next) => setTimeout(next)); // let observers of the mark run before the long task
-    await executePlotly();
+    await loadPlotly();
     if (typeof Plotly === "undefined") { // its error went to the console; the preview stays
       status.textContent = "the interactive view failed to load; this is a still picture of the first head";
       return;

@@ -19,6 +19,10 @@ time, during which nothing paints. So the heads page keeps plotly.js as inert te
 (offline_preview.js: the same stored values, colour scale and plot area), and only then executes
 plotly.js; the interactive heatmap then takes the canvas's place. The figures page loads plotly.js
 first, as its figures' own scripts call it as they load.
+
+The heads view's elements (:func:`heads_body`) and script (:func:`heads_script`) also make a notebook
+output (figures/notebook.py): there every element id starts with the output's own prefix, and plotly.js
+is the copy the notebook's page holds.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ ENCODING = (
 ATTENTION_KEYS = {GROUPS[0]: "encoder", GROUPS[1]: "decoder", GROUPS[2]: "cross"}  # the CLI's --attention names
 HOVER = "query %{y}<br>key %{x}<br>weight %{z:.6f}<extra></extra>"  # 6 decimals: the stored value
 _SCRIPTS = [Path(__file__).with_name(name) for name in ("offline_preview.js", "offline.js")]  # preview first
+PLOTLY_READY = "attention-viz:plotly"  # the event a notebook's plotly.js fires on window once it is defined
 
 
 def quantize(patterns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -127,13 +132,18 @@ def heads_payload(result: AttentionResult, start: tuple[Group, int, int | str] |
 
 def script_json(data: object) -> str:
     """JSON that is safe inside ``<script>``: no ``</script>``, ``<!--`` or ``]]>`` can close or bend it."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return script_safe(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+
+
+def script_safe(json_text: str) -> str:
+    """JSON text made safe inside ``<script>`` (see :func:`script_json`): the characters escaped can
+    only stand inside its strings, where the escape means the same character."""
+    return (json_text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
 @cache
-def _plotly_js() -> str:
+def plotly_js() -> str:
     return get_plotlyjs()
 
 
@@ -143,26 +153,29 @@ def page_html(title: str, body: str, tail_script: str = "", deferred_plotly: boo
     script starts before the parser reads 4.8 MB more) for the tail script to execute when it chooses."""
     tail = f"<script>{tail_script}</script>\n" if tail_script else ""
     if deferred_plotly:
-        head, tail = "", f"{tail}<script type=\"text/plain\" id=\"plotly-js\">{_plotly_js()}</script>\n"
+        head, tail = "", f"{tail}<script type=\"text/plain\" id=\"plotly-js\">{plotly_js()}</script>\n"
     else:
-        head = f"<script>{_plotly_js()}</script>\n"
+        head = f"<script>{plotly_js()}</script>\n"
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n{head}</head>\n"
+        f"<title>{html.escape(title)}</title>\n<style>{style()}</style>\n{head}</head>\n"
         f"<body>\n{body}\n{tail}</body></html>\n"
     )
 
 
-STYLE = (
-    "[hidden]{display:none!important}"
-    "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:12px;color:#222}"
-    "#controls{display:flex;flex-wrap:wrap;gap:14px;align-items:center;margin:6px 0}"
-    "#controls label{display:flex;gap:6px;align-items:center}"
-    "#readout{font-family:ui-monospace,monospace;min-height:1.4em;margin:4px 0;white-space:pre-wrap}"
-    ".note{color:#555;font-size:.9em;margin:4px 0}"
-    "#stage{position:relative}"
-    "#preview{position:absolute;left:0;top:0}"
-)
+def style(root: str = "body", prefix: str = "") -> str:
+    """The pages' CSS for the element ``root`` (a selector) whose element ids start with ``prefix``:
+    a standalone page's body, or one notebook output among others (figures/notebook.py)."""
+    return (
+        f"{root} [hidden]{{display:none!important}}"
+        f"{root}{{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:12px;color:#222}}"
+        f"#{prefix}controls{{display:flex;flex-wrap:wrap;gap:14px;align-items:center;margin:6px 0}}"
+        f"#{prefix}controls label{{display:flex;gap:6px;align-items:center}}"
+        f"#{prefix}readout{{font-family:ui-monospace,monospace;min-height:1.4em;margin:4px 0;white-space:pre-wrap}}"
+        f"{root} .note{{color:#555;font-size:.9em;margin:4px 0}}"
+        f"#{prefix}stage{{position:relative}}"
+        f"#{prefix}preview{{position:absolute;left:0;top:0}}"
+    )
 
 
 def heads_html(result: AttentionResult, start: tuple[Group, int, int | str] | None = None,
@@ -170,23 +183,34 @@ def heads_html(result: AttentionResult, start: tuple[Group, int, int | str] | No
     """One self-contained page with every layer and head of ``result`` (see the module docstring),
     opened on ``start`` = (attention, layer, head)."""
     title = title or f"attention-viz: {result.model}, every head"
-    body = (
-        "<h3 id=\"heading\"></h3>\n"
-        "<div id=\"controls\">"
-        "<label id=\"attention-label\">attention <select id=\"attention\" disabled></select></label>"
-        "<label>layer <select id=\"layer\" disabled></select></label>"
-        "<label>head <select id=\"head\" disabled></select></label>"
+    return page_html(title, heads_body(result, start), heads_script(), deferred_plotly=True)
+
+
+def heads_body(result: AttentionResult, start: tuple[Group, int, int | str] | None = None, prefix: str = "") -> str:
+    """The heads view's elements and data, every element id starting with ``prefix``."""
+    p = prefix
+    return (
+        f"<h3 id=\"{p}heading\"></h3>\n"
+        f"<div id=\"{p}controls\">"
+        f"<label id=\"{p}attention-label\">attention <select id=\"{p}attention\" disabled></select></label>"
+        f"<label>layer <select id=\"{p}layer\" disabled></select></label>"
+        f"<label>head <select id=\"{p}head\" disabled></select></label>"
         "<span class=\"note\">keys: ←/→ head, ↑/↓ layer</span>"
-        "<span class=\"note\" id=\"status\">interactive view loading…</span></div>\n"
-        "<div id=\"readout\">hover a cell: query, key and the stored weight</div>\n"
-        "<div id=\"stage\"><canvas id=\"preview\" hidden></canvas><div id=\"chart\"></div></div>\n"
-        "<p class=\"note\" id=\"reduction-note\"></p>\n"
-        f"<p class=\"note\" id=\"encoding\">How the weights are stored: {html.escape(ENCODING)}. A stored weight is "
-        "within scale / 510 of the captured one; each row's largest weight and exact zeros are exact.</p>\n"
-        f"<script type=\"application/json\" id=\"attention-data\">{script_json(heads_payload(result, start))}</script>"
+        f"<span class=\"note\" id=\"{p}status\">interactive view loading…</span></div>\n"
+        f"<div id=\"{p}readout\">hover a cell: query, key and the stored weight</div>\n"
+        f"<div id=\"{p}stage\"><canvas id=\"{p}preview\" hidden></canvas><div id=\"{p}chart\"></div></div>\n"
+        f"<p class=\"note\" id=\"{p}reduction-note\"></p>\n"
+        f"<p class=\"note\" id=\"{p}encoding\">How the weights are stored: {html.escape(ENCODING)}. A stored weight "
+        "is within scale / 510 of the captured one; each row's largest weight and exact zeros are exact.</p>\n"
+        f"<script type=\"application/json\" id=\"{p}attention-data\">{script_json(heads_payload(result, start))}</script>"
     )
-    script = "\n".join(path.read_text(encoding="utf-8") for path in _SCRIPTS)
-    return page_html(title, body, script, deferred_plotly=True)
+
+
+def heads_script(prefix: str = "") -> str:
+    """The heads view's script for the elements of :func:`heads_body` made with ``prefix``; its names
+    stay inside one function, so two outputs on one page never clash."""
+    code = "\n".join(path.read_text(encoding="utf-8") for path in _SCRIPTS)
+    return f"(function (prefix, PLOTLY_READY) {{\n{code}\n}})({json.dumps(prefix)}, {json.dumps(PLOTLY_READY)});"
 
 
 def figures_html(figures: Sequence[go.Figure], notes: Sequence[str] = (), title: str = "attention-viz",
