@@ -15,6 +15,7 @@ from nbclient import NotebookClient
 
 import attention_viz as av
 from attention_viz.figures.notebook import Session, plotly_loader
+from attention_viz.figures.offline import script_json
 from test_browser_hostile import CLEAN, HOSTILE, INJECTED
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,9 +122,32 @@ window.module = {exports: {}};
 </script>"""
 
 
-def notebook_page(path: Path, outputs_html: list[str], before: str = "") -> Path:
-    """The outputs one under the other, each in its own element, as a notebook page holds them."""
-    cells = "\n".join(f"<div class=\"output\">{output}</div>" for output in outputs_html)
+# How JupyterLab renders an output after the page has loaded: its HTML set as innerHTML (where scripts
+# never run), then each script replaced by a copy made with createElement, which runs as it is inserted.
+INSERT_AS_JUPYTERLAB = """<script>
+for (const html of JSON.parse(document.getElementById("outputs").textContent)) {
+  const output = document.createElement("div");
+  output.className = "output";
+  output.innerHTML = html;
+  document.body.appendChild(output);
+  for (const script of output.querySelectorAll("script")) {
+    const copy = document.createElement("script");
+    for (const attribute of script.attributes) copy.setAttribute(attribute.name, attribute.value);
+    copy.textContent = script.textContent;
+    script.replaceWith(copy);
+  }
+}
+</script>"""
+
+
+def notebook_page(path: Path, outputs_html: list[str], before: str = "", inserted: bool = False) -> Path:
+    """The outputs one under the other, each in its own element, as a notebook page holds them: in the
+    page's HTML (a saved notebook converted to a page) or ``inserted`` by a script as JupyterLab does."""
+    if inserted:
+        data = f"<script type=\"application/json\" id=\"outputs\">{script_json(outputs_html)}</script>"
+        cells = data + INSERT_AS_JUPYTERLAB
+    else:
+        cells = "\n".join(f"<div class=\"output\">{output}</div>" for output in outputs_html)
     path.write_text(f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"></head><body>{before}\n{cells}</body></html>",
                     encoding="utf-8")
     return path
@@ -156,6 +180,11 @@ def test_the_saved_outputs_draw_in_order_offline(executed, disk_page, listen, tm
     assert heads.count() == 2 and heads.nth(1).get_attribute("data-drawn") == "cross:2:mean"
     assert heads.nth(0).locator("h3").text_content() == "minilm"
     assert disk_page.evaluate("document.body.dataset.drawn") is None, "an output marks its own element only"
+    heads.nth(0).locator("[id$='-readout']").click()  # focuses that output: the arrow keys are its own
+    disk_page.keyboard.press("ArrowRight")
+    disk_page.wait_for_function("() => document.querySelector('.attention-viz[data-drawn]').dataset.drawn === "
+                                "'encoder:0:1'", timeout=30_000, polling=200)
+    assert heads.nth(1).get_attribute("data-drawn") == "cross:2:mean", "the other heads view stays"
     assert seen == {"blocked": [], "errors": [], "dialogs": []}
 
 
@@ -175,12 +204,12 @@ def test_an_output_above_the_one_with_plotly_js_draws_once_it_arrives(executed, 
 
 
 @pytest.mark.slow
-def test_hostile_text_in_outputs_stays_text(disk_page, listen, tmp_path, monkeypatch):
+def test_hostile_text_in_outputs_inserted_as_jupyterlab_does_stays_text(disk_page, listen, tmp_path, monkeypatch):
     monkeypatch.setattr("attention_viz.figures.notebook.SESSION", Session())
     result = av.run("minilm", HOSTILE)
     result.model = HOSTILE
     shown = [av.show(result, view)._repr_html_() for view in ("head", "heads", "focus", "heads")]
-    seen = open_offline(disk_page, listen, notebook_page(tmp_path / "hostile.html", shown))
+    seen = open_offline(disk_page, listen, notebook_page(tmp_path / "hostile.html", shown, inserted=True))
     wait_all_drawn(disk_page, len(shown))
     assert disk_page.evaluate(INJECTED) == CLEAN
     assert disk_page.locator(".attention-viz h3").all_text_contents() == [HOSTILE] * 4, "the model name, as text"
