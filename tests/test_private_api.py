@@ -36,6 +36,12 @@ def test_streamlits_front_end_still_names_its_element_wrapper_so():
     assert f".{private_api.STREAMLIT_ELEMENT_CLASS}," in STYLE
 
 
+def test_streamlits_front_end_still_marks_its_main_column_so():
+    bundles = (Path(streamlit.__file__).parent / "static" / "static" / "js").glob("*.js")
+    assert any(private_api.STREAMLIT_MAIN_TESTID in path.read_text(errors="ignore") for path in bundles)
+    assert f"[data-testid='{private_api.STREAMLIT_MAIN_TESTID}']" in STYLE
+
+
 def test_streamlits_front_end_still_marks_captions_so():
     bundles = (Path(streamlit.__file__).parent / "static" / "static" / "js").glob("*.js")
     assert any(f'`{private_api.STREAMLIT_CAPTION_TESTID}`' in path.read_text(errors="ignore") for path in bundles)

@@ -66,7 +66,8 @@ def weighting_picker(key: str = "weighting") -> str:
     """Attention weights or value-weighted norms (``weighting=weights|norms`` in the URL). One key
     for every view that draws patterns, so the choice stays when the view changes. Under it, what the
     chosen weighting is and how its rows differ from the weights'."""
-    weighting = choice("Weighting", WEIGHTINGS, key, widget="radio", format_func=WEIGHTING_NAMES.get, horizontal=True)
+    weighting = choice("Weighting", WEIGHTINGS, key, widget="radio", format_func=WEIGHTING_NAMES.get, horizontal=True,
+                       label_visibility="collapsed")  # the options and the line under them say what it is
     plain.caption(EXPLANATIONS[weighting])
     return weighting
 

@@ -12,6 +12,8 @@ CHECKED_AGAINST = {"plotly": "7.1.0", "streamlit": "1.67.0"}
 STREAMLIT_ELEMENT_CLASS = "stElementContainer"
 # The box around st.caption's text: a test id of its front end, not an API.
 STREAMLIT_CAPTION_TESTID = "stCaptionContainer"
+# The main column's box (its top padding is what st.set_page_config cannot set): a test id, not an API.
+STREAMLIT_MAIN_TESTID = "stMainBlockContainer"
 
 
 def figure_without_validation(spec: dict) -> go.Figure:

@@ -9,7 +9,7 @@ import streamlit as st
 
 from ...analysis.head_levels import LEVELS_ABOVE, captured_heatmap, needs_levels
 from ...analysis.long_input import LongHeatmap
-from ...analysis.weighting import QUANTITIES, WEIGHTING_NAMES
+from ...analysis.weighting import QUANTITIES, WEIGHTING_NAMES, Weighted
 from ...figures.heatmap import attention_heatmap
 from ...figures.long_heatmap import long_heatmap_figure
 from ...core.names import ENCODER_SELF
@@ -30,24 +30,42 @@ def render(result: AttentionResult) -> None:
     if long_head.applies(result):  # past the capture limit: the whole text, patterns rebuilt blockwise
         long_head.render(result)
         return
-    group = attention_picker(result, key="head_group")
-    weighed = weigh(result, weighting_picker(), group=group)
-    start_layer, start_head = cache.landing_head(result) if group == ENCODER_SELF else (0, 0)
-    layer, head = layer_head_picker(result, group, key="head", layer=start_layer, head=start_head)
-    options = st.columns(3)
-    with options[0]:
-        hide_special = flag("Hide special tokens", "head_hide_special")
-    with options[1]:
-        words = flag("Word level", "head_words")
-    with options[2]:
+    # A sentence's heatmap beside its choices, so it is on the first screen (on a phone the columns
+    # stack, the heatmap first); a longer text's heatmap needs the page's width, under them.
+    beside = max(len(result.tokens), len(result.target_tokens or ())) <= WINDOW
+    plot, controls = st.columns([3, 2], gap="medium") if beside else (st.container(), st.container())
+    with controls:
+        group = attention_picker(result, key="head_group")
+        weighed = weigh(result, weighting_picker(), group=group)
+        start_layer, start_head = cache.landing_head(result) if group == ENCODER_SELF else (0, 0)
+        layer, head = layer_head_picker(result, group, key="head", layer=start_layer, head=start_head)
+        options = st.columns(2, vertical_alignment="center")
+        with options[0]:
+            hide_special = flag("Hide special tokens", "head_hide_special")
+        with options[1]:
+            words = flag("Word level", "head_words")
+        scale = choice("Colours", COLOUR_SCALES, "head_scale", widget="radio", horizontal=True,
+                       format_func=SCALE_NAMES.get, help="Per row: each row's largest value is darkest, so long "
+                       "rows stay visible. Log: small values are told apart.")
         threshold = number("Threshold", 0.0, 0.5, "head_threshold", 0.0, step=0.01)
-    shown = displayed(weighed.result, Choice(group, layer, head, words, hide_special, threshold, weighed.kind))
-    for note in shown.notes:
-        st.caption(note)
-    scale = choice("Colours", COLOUR_SCALES, "head_scale", widget="radio", horizontal=True,
-                   format_func=SCALE_NAMES.get, help="Per row: each row's largest value is darkest, so long rows "
-                   "stay visible. Log: small values are told apart.")
-    title = f"layer {layer}, {'head ' + str(head) if isinstance(head, int) else head + ' of heads'}{weighed.suffix}"
+        shown = displayed(weighed.result, Choice(group, layer, head, words, hide_special, threshold, weighed.kind))
+        for note in shown.notes:
+            st.caption(note)
+    with plot:
+        draw(result, shown, weighed, scale, threshold, layer, head)
+    if weighed.weighting != "weights":
+        side_by_side(result, Choice(group, layer, head, words, hide_special, threshold, "pattern"), shown,
+                     weighed.weighting, head_title(layer, head))
+
+
+def head_title(layer: int, head: int | str) -> str:
+    return f"layer {layer}, {'head ' + str(head) if isinstance(head, int) else head + ' of heads'}"
+
+
+def draw(result: AttentionResult, shown: Displayed, weighed: Weighted, scale: str, threshold: float, layer: int,
+         head: int | str) -> None:
+    """The head's heatmap (our levels element past what float32 cells carry) and its downloads."""
+    title = head_title(layer, head) + weighed.suffix
     if needs_levels(shown.matrix.shape):  # too many cells for float32: levels, zoomed down to exact cells
         heatmap, title, colour_title = levels(result, shown, scale, threshold, weighed.quantity, title)
         figure = partial(cache.figure, long_heatmap_figure, heatmap, shown.query_labels, title, shown.key_labels,
@@ -62,9 +80,6 @@ def render(result: AttentionResult) -> None:
         figure = windowed(shown, scale, threshold, weighed.quantity, title)
     chart(st, figure, key="head_chart", config={"displaylogo": False})
     figure_downloads(figure, "head_chart")
-    if weighed.weighting != "weights":
-        side_by_side(result, Choice(group, layer, head, words, hide_special, threshold, "pattern"), shown,
-                     weighed.weighting, title)
 
 
 def side_by_side(result: AttentionResult, choice_: Choice, weighted_shown: Displayed, weighting: str,
@@ -79,7 +94,7 @@ def side_by_side(result: AttentionResult, choice_: Choice, weighted_shown: Displ
     for where, shown, name, key in ((columns[0], weights, "weights", "head_side_weights"),
                                     (columns[1], weighted_shown, weighting, "head_side_weighted")):
         figure = cache.figure(attention_heatmap, shown.matrix, shown.query_labels, shown.key_labels,
-                              title=f"{title.split(' · ')[0]} · {WEIGHTING_NAMES[name]}", colorbar_title=QUANTITIES[name],
+                              title=f"{title} · {WEIGHTING_NAMES[name]}", colorbar_title=QUANTITIES[name],
                               hover=f"query %{{y}}<br>key %{{x}}<br>{QUANTITIES[name]} %{{z:.4f}}<extra></extra>")
         chart(where, figure, key=key, config={"displaylogo": False})
 
