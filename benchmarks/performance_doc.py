@@ -24,13 +24,67 @@ in one run are steadier than seconds.
 | `benchmarks.offline` | the every-head offline file: size, time to first paint and to interactive, head switches | `python -m benchmarks.offline` |
 | `benchmarks.ablation` | a head ablation's cost beside the plain forward | `python -m benchmarks.ablation` |
 | `benchmarks.atlas` | the corpus pass on Ray: sentences per second | `python -m benchmarks.atlas` |
+| `benchmarks.gpu` | real model shapes (Llama 1B, 8B; random weights) on one CUDA card: the long head view, every head, a full capture against `transformers` eager and SDPA, peak device memory; the floors | `make gpu-check` (writes the GPU section below) |
 
 The tables of the last `make bench` follow.
 
 """
 
 
-def document(tables: str) -> str:
-    """The page: the fixed introduction, then ``tables`` (benchmarks.run's markdown) one level down."""
+def document(tables: str, old: str = "") -> str:
+    """The page: the fixed introduction, then ``tables`` (benchmarks.run's markdown) one level down,
+    then the GPU section of ``old`` (the page as it was), which only a machine with CUDA measures."""
     body = "\n".join("#" + line if line.startswith("#") else line for line in tables.splitlines())
-    return INTRO + body + "\n"
+    found = _section(old, GPU_HEADING)
+    if found is None:
+        return INTRO + body + "\n"
+    return _with_section(INTRO + body + "\n", GPU_HEADING, "\n".join(old.splitlines()[found[0] + 1 : found[1]]))
+
+
+GPU_HEADING = "## Real model shapes on one GPU"
+GPU_INTRO = """
+<!-- Written by `make gpu-check` (python -m benchmarks.gpu --doc docs/performance.md) on a machine with CUDA,
+one table per model shape; `make bench` keeps it as it is. Do not edit by hand: run it again. -->
+
+Random weights of the real shapes in bfloat16 (this measures cost, not meaning). *ours* rows are what the
+app does with a text longer than a capture: the head view's landing heatmap (the forward up to the landing
+layer and one head's overview), another head of that layer, one layer's grid, every head of the model; and
+the ordinary capture of every pattern, where the memory plan lets it run. *transformers* runs the same
+weights: eager with `output_attentions`, and the SDPA forward (the floor). Peak memory is the CUDA
+allocator's, weights included.
+"""
+
+
+def _section(text: str, heading: str) -> tuple[int, int] | None:
+    """The lines [start, end) of the section under ``heading`` (a markdown heading line), up to the
+    next heading of its level or above; None when it is not there."""
+    lines = text.splitlines()
+    level = len(heading) - len(heading.lstrip("#"))
+    if heading not in lines:
+        return None
+    start = lines.index(heading)
+    for end in range(start + 1, len(lines)):
+        hashes = len(lines[end]) - len(lines[end].lstrip("#"))
+        if 0 < hashes <= level and lines[end][hashes:hashes + 1] == " ":
+            return start, end
+    return start, len(lines)
+
+
+def _with_section(text: str, heading: str, body: str) -> str:
+    """``text`` with the section under ``heading`` replaced by ``body`` (appended when absent)."""
+    lines = text.splitlines()
+    found = _section(text, heading)
+    start, end = found if found is not None else (len(lines), len(lines))
+    new = [heading, "", *body.strip("\n").splitlines(), ""]
+    if start and lines[start - 1].strip():
+        new.insert(0, "")
+    return "\n".join(lines[:start] + new + lines[end:]).rstrip("\n") + "\n"
+
+
+def with_gpu_table(page: str, heading: str, body: str) -> str:
+    """``page`` (docs/performance.md) with ``body`` under ``heading`` (one model shape's table, a
+    level-3 heading) in the GPU section, replacing that shape's last table; the rest unchanged."""
+    page = page if page.strip() else INTRO
+    found = _section(page, GPU_HEADING)
+    gpu = "\n".join(page.splitlines()[found[0] + 1 : found[1]]) if found else GPU_INTRO
+    return _with_section(page, GPU_HEADING, _with_section(gpu, heading, body))

@@ -258,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         Path(args.markdown).write_text(table)
     if args.performance:
-        Path(args.performance).write_text(document(table))
+        page = Path(args.performance)
+        page.write_text(document(table, page.read_text() if page.exists() else ""))
     print(json.dumps(report, indent=2) if args.json else table)
     missed = [c for c in report["floors"] if not c["ok"]]
     return 1 if args.check and missed else 0
