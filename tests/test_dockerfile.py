@@ -137,3 +137,18 @@ def test_the_configured_roots_are_volumes_and_the_atlas_root_belongs_to_the_apps
     user = all_of("USER")[-1]
     owned = [argv for argv in shell_commands() if argv[:1] == ["chown"]]
     assert any(argv[1] == user and "/atlas" in argv[2:] for argv in owned)  # the app writes its atlases there
+
+
+def test_the_torch_variant_leaves_the_cpu_pin_by_default_and_pins_a_cuda_build_when_asked(tmp_path):
+    (default,) = [args.split("=", 1)[1] for args in all_of("ARG") if args.startswith("TORCH_VARIANT=")]
+    (sed,) = [argv for argv in shell_commands() if argv[:1] == ["sed"]]
+    assert default == "cpu" and sed[-1] == "constraints.txt"
+    pinned = (ROOT / "constraints.txt").read_text()
+    (torch_pin,) = [line for line in pinned.splitlines() if line.startswith("torch==")]
+    cuda_pin = torch_pin.removesuffix("+cpu") + "+cu128"
+    for variant, expected in ((default, pinned), ("cu128", pinned.replace(f"{torch_pin}\n", f"{cuda_pin}\n"))):
+        copy = tmp_path / "constraints.txt"
+        copy.write_text(pinned)
+        subprocess.run([*(a.replace("${TORCH_VARIANT}", variant) for a in sed[:-1]), str(copy)], check=True)
+        assert copy.read_text() == expected
+    assert cuda_pin not in pinned
