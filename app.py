@@ -50,7 +50,7 @@ from attention_viz.ui.views import (
     positional,
 )
 from attention_viz.ui.navigation import landing, view_picker
-from attention_viz.ui.chart_labels import label_charts
+from attention_viz.ui.page_scripts import page_scripts
 from attention_viz.ui.page_style import dim_stale_elements_in_one_step
 
 # view key (used in the URL) → (label, one-line caption, render function), in the sidebar's order:
@@ -83,7 +83,7 @@ WHOLE_TEXT = {"head": long_head.render_whole, "grid": long_grid.render_whole}
 
 st.set_page_config(page_title="attention-viz", page_icon="🔍", layout="wide")
 dim_stale_elements_in_one_step()
-label_charts()
+page_scripts()
 seed_from_url()
 request = request_panel()
 with st.sidebar:

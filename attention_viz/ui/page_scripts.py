@@ -1,6 +1,11 @@
-"""A role and a label on every chart, for screen readers (the script: chart_labels.js). The label is
-the chart's own title and subtitle, so it names what the saved picture names: the model, the
-sentence, the layer and the head."""
+"""The page's own scripts, sent on every run as HTML that takes no room; each installs itself once
+per window and follows the charts as runs replace them:
+
+* ``chart_labels.js``: a role and a label on every chart, for screen readers — the chart's own
+  title and subtitle, so it names what the saved picture names (model, sentence, layer, head);
+* ``narrow_charts.js``: on a phone, heatmaps with their colour bar under the matrix and token labels
+  thinned to the width.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,9 @@ from pathlib import Path
 
 import streamlit as st
 
-SCRIPT = f"<script>{(Path(__file__).with_name('chart_labels.js')).read_text(encoding='utf-8')}</script>"
+SCRIPTS = "".join(f"<script>{(Path(__file__).with_name(name)).read_text(encoding='utf-8')}</script>"
+                  for name in ("chart_labels.js", "narrow_charts.js"))
 
 
-def label_charts() -> None:
-    """Sent on every run (it takes no room); the script installs itself once per page."""
-    st.html(SCRIPT, unsafe_allow_javascript=True)
+def page_scripts() -> None:
+    st.html(SCRIPTS, unsafe_allow_javascript=True)
