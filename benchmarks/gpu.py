@@ -48,8 +48,10 @@ from attention_viz.runtime.settings import apply_process_settings
 
 apply_process_settings()  # before torch loads: the server's settings
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from attention_viz.analysis.blockwise import Overview  # noqa: E402
 from attention_viz.analysis.long_input import TILES, LongInput, LongHeatmap, long_heatmap, thumbnails  # noqa: E402
 from attention_viz.backends.ours_decoder import OursDecoderBackend  # noqa: E402
 from attention_viz.core.hooks import capture  # noqa: E402
@@ -240,7 +242,15 @@ def landing(backend: OursDecoderBackend, tokens: Tokens) -> tuple[LongInput, Lon
     return long, long_heatmap(long, layer, head, whole, everything, everything, "max", colours="log")
 
 
-def every_head(long: LongInput) -> object:
+def another_head(long: LongInput) -> LongHeatmap:
+    """The head view switched to the landing layer's next head."""
+    layer, head = LANDING[0], LANDING[1] + 1
+    everything = range(long.length)
+    whole = long.overview(layer, head, TILES, means=False)
+    return long_heatmap(long, layer, head, whole, everything, everything, "max", colours="log")
+
+
+def every_head(long: LongInput) -> np.ndarray:
     """The all-heads grid of a long text: every head's normalizers, overviews and thumbnails."""
     long.read_every_head(means=False)
     overviews = [[long.overview(layer, head, TILES, means=False) for head in range(long.n_heads)]
@@ -248,7 +258,7 @@ def every_head(long: LongInput) -> object:
     return thumbnails(overviews, THUMB)
 
 
-def layer_grid(long: LongInput, layer: int) -> list:
+def layer_grid(long: LongInput, layer: int) -> list[Overview]:
     long.kept.normalizers(layer)  # the layer's heads not run yet, in one call of the kernel
     return [long.overview(layer, head, TILES, means=False) for head in range(long.n_heads)]
 
@@ -262,25 +272,23 @@ def full_capture(model: Transformer, name: str, tokens: Tokens, ids: torch.Tenso
 
 
 def ours_rows(backend: OursDecoderBackend, tokens: Tokens, ids: torch.Tensor, meter: Meter,
-              every_head_up_to: int | None) -> list[dict]:  # fmt: skip
-    n, (layer, head) = len(tokens), LANDING
-    first = lambda: landing(backend, tokens)[0]  # noqa: E731  (the state every later row starts from)
-    rows = [
-        attempt(ROWS[0], n, meter, lambda: landing(backend, tokens)),
-        attempt(ROWS[1], n, meter, lambda long: long_heatmap(
-            long, layer, head + 1, long.overview(layer, head + 1, TILES, means=False), range(n), range(n), "max",
-            colours="log"), first),
-        attempt(ROWS[2], n, meter, lambda long: layer_grid(long, layer), first),
-    ]
+              every_head_up_to: int | None) -> Iterator[dict]:  # fmt: skip
+    n = len(tokens)
+
+    def landed() -> LongInput:  # the state the later rows start from, made untimed
+        return landing(backend, tokens)[0]
+
+    yield attempt(ROWS[0], n, meter, lambda: landing(backend, tokens))
+    yield attempt(ROWS[1], n, meter, another_head, landed)
+    yield attempt(ROWS[2], n, meter, lambda long: layer_grid(long, LANDING[0]), landed)
     if every_head_up_to is not None and n > every_head_up_to:
-        rows.append(row(ROWS[3], n, note=f"not run: past --every-head-up-to {every_head_up_to}"))
+        yield row(ROWS[3], n, note=f"not run: past --every-head-up-to {every_head_up_to}")
     else:
-        rows.append(attempt(ROWS[3], n, meter, every_head, first))
-    rows.append(attempt(ROWS[4], n, meter, lambda: full_capture(backend.model, backend.name, tokens, ids)))
-    return rows
+        yield attempt(ROWS[3], n, meter, every_head, landed)
+    yield attempt(ROWS[4], n, meter, lambda: full_capture(backend.model, backend.name, tokens, ids))
 
 
-def transformers_rows(model: torch.nn.Module, ids: torch.Tensor, meter: Meter) -> list[dict]:
+def transformers_rows(model: torch.nn.Module, ids: torch.Tensor, meter: Meter) -> Iterator[dict]:
     n = ids.shape[1]
 
     def run(attention: str, weights: bool) -> object:
@@ -289,8 +297,8 @@ def transformers_rows(model: torch.nn.Module, ids: torch.Tensor, meter: Meter) -
             out = model(input_ids=ids, use_cache=False, output_attentions=weights)
         return out.attentions if weights else out.last_hidden_state
 
-    return [attempt(ROWS[5], n, meter, lambda: run("eager", True)),
-            attempt(ROWS[6], n, meter, lambda: run("sdpa", False))]
+    yield attempt(ROWS[5], n, meter, lambda: run("eager", True))
+    yield attempt(ROWS[6], n, meter, lambda: run("sdpa", False))
 
 
 def backend_of(shape: str, model: Transformer) -> OursDecoderBackend:
@@ -303,7 +311,7 @@ def backend_of(shape: str, model: Transformer) -> OursDecoderBackend:
 
 
 def measure(shape: str, token_counts: list[int], placement: Placement, seed: int = 0,
-            every_head_up_to: int | None = None, log: Callable[[str], None] = print) -> dict:  # fmt: skip
+            every_head_up_to: int | None = None) -> dict:  # fmt: skip
     """Every row at every token count, with what the run was made on."""
     import transformers
 
@@ -322,12 +330,12 @@ def measure(shape: str, token_counts: list[int], placement: Placement, seed: int
     for n in token_counts:
         ids = torch.randint(0, hf["vocab_size"], (1, n), generator=generator)
         tokens = long_tokens(ids[0].tolist())
-        done = ours_rows(backend, tokens, ids.to(device), meter, every_head_up_to)
-        gc.collect()  # nothing of ours but the weights is left while transformers runs
-        done += transformers_rows(theirs, ids.to(device), meter)
-        for r in done:
-            log(line(r))
-        rows += done
+        # ours first, each row's state freed when it ends: nothing of ours but the weights is left while
+        # transformers runs
+        for r in chain(ours_rows(backend, tokens, ids.to(device), meter, every_head_up_to),
+                       transformers_rows(theirs, ids.to(device), meter)):  # fmt: skip
+            print(line(r), flush=True)
+            rows.append(r)
     return {
         "shape": shape,
         "tokens": token_counts,
