@@ -1,6 +1,9 @@
 """In a real browser (Debian's Chromium, headless, driven by Playwright as tests/browser.py does):
 
-* cold start: ``make run`` started → the default page's heatmap drawn;
+* cold start: ``make run`` started → the default page's heatmap drawn; and of it, the first visit:
+  the fresh server answering (nothing run yet, no model loaded) → the page's heatmap drawn;
+* shared link → heatmap: a link with a sentence the server has not run, opened in a tab that has shown
+  the app before (a browser already open) → that sentence's heatmap drawn (page bootstrap included);
 * Enter → heatmap: a new text typed into "Sentence", Enter pressed → the heatmap's x tick labels
   are the new text's (long inputs show every k-th token, at most 64 ticks);
 * of which the server: Enter → the heatmap's message received by the page (the first websocket
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 from attention_viz.backends.base import Backend
@@ -61,17 +65,36 @@ def expected_ticks(backend: Backend, text: str) -> list[str]:
     return [labels[i] for i in ticked(len(labels))]
 
 
-def cold_start(timeout_ms: float) -> float:
-    """Seconds from starting ``make run`` to the default page's heatmap (the browser already open)."""
+def cold_start(timeout_ms: float) -> tuple[float, float]:
+    """Seconds from starting ``make run`` to the default page's heatmap (the browser already open),
+    and of them those from the server's first answer (the first visit of a fresh server)."""
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         start = time.perf_counter()
         with served_app() as url:
+            serving = time.perf_counter()
             page.goto(url)
             wait_for_heatmap(page, timeout=timeout_ms)
-            return time.perf_counter() - start
+            drawn = time.perf_counter()
+            return drawn - start, drawn - serving
 
 
+def link_to_heatmap(backend: Backend, reps: int, timeout_ms: float) -> list[float]:
+    """Seconds from opening a shared link (the head view of a sentence the server has not run) in a
+    tab that has shown the app before, to that sentence's heatmap."""
+    times = []
+    with chromium() as browser, served_app() as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        wait_for_heatmap(page, timeout=timeout_ms)
+        for variant in range(500, 501 + reps):  # the first one warms this tab's way to a link up
+            text = text_of_tokens(backend, 16, variant)
+            link = f"{url}/?{urllib.parse.urlencode({'model': 'minilm', 'text': text, 'view': 'head', 'layer': '3', 'head': '1'})}"
+            start = time.perf_counter()
+            page.goto(link)
+            page.wait_for_function(TICKS_SHOWN, arg=expected_ticks(backend, text), timeout=timeout_ms, polling=10)
+            times.append(time.perf_counter() - start)
+    return times[1:]
 
 
 def enter_to_heatmap(backend: Backend, lengths: list[int], reps: int,
@@ -108,8 +131,11 @@ def enter_to_heatmap(backend: Backend, lengths: list[int], reps: int,
 def bench_browser(backend: Backend, lengths: list[int], reps: int, cold_starts: int = 2,
                   timeout_ms: float = 120_000) -> dict:
     times, messages = enter_to_heatmap(backend, lengths, reps, timeout_ms)
+    starts = [cold_start(timeout_ms) for _ in range(cold_starts)]
     return {
-        "cold_start_s": [cold_start(timeout_ms) for _ in range(cold_starts)],
+        "cold_start_s": [whole for whole, _ in starts],
+        "first_visit_s": [visit for _, visit in starts],
+        "link_to_heatmap_s": link_to_heatmap(backend, max(reps // 2, 1), timeout_ms),
         "enter_to_heatmap_s": {str(n): t for n, t in times.items()},
         "enter_to_heatmap_message_s": {str(n): t for n, t in messages.items()},
     }

@@ -109,6 +109,9 @@ def floors(report: dict) -> list[dict]:
             check("browser: Enter → heatmap, 512 tokens", median(browser["enter_to_heatmap_s"]["512"]), 0.4,
                   "s")  # issue 16
         check("browser: cold start → first heatmap", median(browser["cold_start_s"]), 10.0, "s")
+        if "first_visit_s" in browser:  # issue 30
+            check("browser: first visit of a fresh server → heatmap", median(browser["first_visit_s"]), 3.0, "s")
+            check("browser: shared link → heatmap", median(browser["link_to_heatmap_s"]), 1.5, "s")
     return checks
 
 
@@ -202,6 +205,11 @@ def markdown(report: dict, command: str) -> str:
                   "|---|---:|---:|---:|",
                   f"| cold start: `make run` started → first heatmap | {median(b['cold_start_s']):.2f} s | | "
                   f"{len(b['cold_start_s'])} |"]
+        if "first_visit_s" in b:
+            lines += [f"| of which the first visit: fresh server answering → first heatmap | "
+                      f"{median(b['first_visit_s']):.2f} s | | {len(b['first_visit_s'])} |",
+                      f"| shared link (a sentence not run before) → its heatmap, tab open | "
+                      f"{median(b['link_to_heatmap_s']):.2f} s | | {len(b['link_to_heatmap_s'])} |"]
         for n, times in b["enter_to_heatmap_s"].items():
             server = median(b["enter_to_heatmap_message_s"][n])
             lines.append(f"| Enter → heatmap, {n} tokens | {median(times):.2f} s | {server:.2f} s | {len(times)} |")
