@@ -51,6 +51,7 @@ from attention_viz.ui.views import (
 )
 from attention_viz.ui.navigation import landing, view_picker
 from attention_viz.ui.page_scripts import page_scripts
+from attention_viz.ui.progress import progress_shown
 from attention_viz.ui.page_style import dim_stale_elements_in_one_step
 
 # view key (used in the URL) → (label, one-line caption, render function), in the sidebar's order:
@@ -152,7 +153,7 @@ def show(render, provenance: Provenance | None, *inputs) -> None:
     details folded away, and the rest of the page (sidebar, downloads, links) still works. Its
     figures are drawn from ``provenance`` (None: the view runs its own model and says so)."""
     try:
-        with nullcontext() if provenance is None else drawn_from(provenance):
+        with progress_shown(), nullcontext() if provenance is None else drawn_from(provenance):
             extra = render(*inputs)
         for name, value in (extra or {}).items():  # values a view puts in the link itself
             if value is not None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from ..core.names import Group
+from ..runtime import progress
 from ..core.result import AttentionResult
 from .checks import as_stack
 
@@ -162,8 +163,10 @@ def detect(
 ) -> dict[str, np.ndarray]:
     """Run every text (``run``: a backend's ``run``) and score the heads of attention ``group``."""
     def inputs():
+        ran = progress.steps("running the probes", len(texts))
         for text in texts:
             result = run(text)
+            ran.done()
             tokens = result.tokens if group[0] == "encoder" or result.target_tokens is None else result.target_tokens
             yield result.stack("pattern", *group), tokens.ids, tokens.special
 

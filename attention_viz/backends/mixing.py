@@ -31,6 +31,7 @@ from ..analysis.alti import PostNorm, alti
 from ..analysis.value_zeroing import cosine_distances, value_zeroing_map
 from ..core.attention import sliding_window_mask
 from ..errors import ModelError
+from ..runtime import progress
 from ..core.hooks import HeadRemoval, capture, intervene
 from ..core.model import DecoderLayer, EncoderLayer, Transformer, decoder_mask
 from ..core.names import DECODER_SELF, ENCODER_SELF, Group, hook_name, layer_hook_name
@@ -97,11 +98,13 @@ def context_mixing(
             stack = getattr(model, part)
             if stack is None:
                 continue
+            layers = progress.steps(f"value zeroing, {part} layers", len(stack.layers)) if "value_zeroing" in measures else None
             for index, layer in enumerate(stack.layers):
                 x = recorded[layer_hook_name(part, index)]  # (1, T, d_model)
-                if "value_zeroing" in measures:
+                if layers is not None:
                     run = _layer_run(layer, x.size(1), stack, index, memory)
                     out[hook_name(group, index, "value_zeroing")] = _value_zeroing(layer, group, index, x, run)
+                    layers.done()
                 if "alti" in measures:
                     removal = removed.get(hook_name(group, index, "context"))
                     out[hook_name(group, index, "alti")] = _alti(model, layer, group, index, x, recorded, removal)
@@ -261,6 +264,7 @@ def transformers_value_zeroing(backend: Backend, result: AttentionResult) -> dic
     width = model.config.hidden_size * 4 + model.config.num_attention_heads * length
     copies = max(1, ZEROED_ELEMENTS // (length * width))
     out = {}
+    layers = progress.steps("value zeroing, layers", len(values))
     for index, (value, layer) in sorted(values.items()):
         call = _Zeroing()
         handles = [value.register_forward_hook(call.zero), layer.register_forward_hook(call.keep)]
@@ -277,5 +281,6 @@ def transformers_value_zeroing(backend: Backend, result: AttentionResult) -> dic
             for handle in handles:
                 handle.remove()
         out[hook_name(group, index, "value_zeroing")] = value_zeroing_map(distances, allowed).astype(np.float32)
+        layers.done()
     return out
 
