@@ -28,6 +28,9 @@ def add_parser(commands) -> None:
     build.add_argument("--workers", type=int, help="model workers (default: the cluster's CPUs)")
     build.add_argument("--worker-cpus", type=float, default=0.5,
                        help="CPUs Ray reserves per worker (0.5 leaves room to read and write on a small machine)")
+    build.add_argument("--gpus-per-worker", type=float,
+                       help="GPUs Ray reserves per worker, which then runs the model on CUDA (a fraction shares a GPU; "
+                            "default: 1 where this machine's device is CUDA, else 0: docs/atlas-cluster.md)")
     build.add_argument("--resume", action="store_true", help="finish a killed build from the shards it wrote")
     build.add_argument("--sample-tokens", type=int, default=SAMPLE_TOKENS, help="cap on the q/k/representation sample")
     build.add_argument("--js-sentences", type=int, default=JS_SENTENCES,
@@ -47,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
             args.model, args.corpus, args.out, address=args.address, workers=args.workers, resume=args.resume,
             column=args.column, sample_tokens=args.sample_tokens, js_sentences=args.js_sentences,
             worker_cpus=args.worker_cpus, rows_per_file=args.rows_per_file, progress=not args.no_progress,
+            gpus_per_worker=args.gpus_per_worker,
         )
         counts = manifest["counts"]
         print(f"wrote {args.out}: {counts['sentences']} sentences, {counts['skipped']} skipped, "

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import ModelError
+from ..runtime.settings import DEVICE_ENV
 from . import layout
 from .sources import Record, Source
 
@@ -162,8 +163,25 @@ def connect(address: str | None = None) -> bool:
     return True
 
 
+def worker_gpus(requested: float | None, model: str) -> float:
+    """GPUs Ray reserves per model worker: as asked (``--gpus-per-worker``), else one where ``model``
+    would run on CUDA on this machine (ATTENTION_VIZ_DEVICE, or auto with a GPU; a model that runs
+    on the CPU only stays there), else none."""
+    if requested is not None:
+        if requested < 0:
+            raise ModelError(f"--gpus-per-worker must be 0 or more, got {requested:g}")
+        return requested
+    from ..backends.registry import HF_PREFIX, planned_placement
+    from ..runtime.device import resolve
+
+    placement = resolve() if model.startswith(HF_PREFIX) else planned_placement(model)
+    return 1.0 if placement.device == "cuda" else 0.0
+
+
 def run_ray(model: str, out: Path, plan_: Plan, workers: int | None, worker_cpus: float,
-            rows_per_file: int, progress: bool) -> None:
+            rows_per_file: int, progress: bool, gpus: float = 0.0) -> None:
+    """The model workers each reserve ``gpus`` GPUs (a fraction shares one) and load the model on
+    CUDA there; with none they run on the CPU."""
     import ray
 
     from .worker import AtlasWorker
@@ -171,8 +189,14 @@ def run_ray(model: str, out: Path, plan_: Plan, workers: int | None, worker_cpus
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = progress
     context.verbose_stats_logs = False
-    if workers is None:
-        workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    cluster_gpus = ray.cluster_resources().get("GPU", 0)
+    if gpus and not cluster_gpus:
+        raise ModelError(f"--gpus-per-worker {gpus:g} asks for GPUs, but the Ray cluster has none: "
+                         "use 0 to run on the CPUs, or join a cluster with GPU nodes (--address)")
+    if workers is None:  # as many as the cluster holds at once (a worker waiting for a GPU holds up the pool)
+        workers = max(1, int(cluster_gpus / gpus) if gpus else int(ray.cluster_resources().get("CPU", 1)))
+    # Ray shows a worker only the GPUs it reserved (CUDA_VISIBLE_DEVICES): the model goes on them, or stays on the CPU
+    on_gpu = {"num_gpus": gpus, "runtime_env": {"env_vars": {DEVICE_ENV: "cuda"}}} if gpus else {}
     # One block per pending file (one batch of similar-length sentences each): read_parquet would
     # merge small files into one block, leaving a single task for all the workers.
     files = sorted(str(path) for path in (out / layout.PENDING).glob("*.parquet"))
@@ -189,6 +213,7 @@ def run_ray(model: str, out: Path, plan_: Plan, workers: int | None, worker_cpus
         batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(size=workers),
         num_cpus=worker_cpus,
+        **on_gpu,
     )
     try:
         shards.write_parquet(str(out / layout.SHARDS), min_rows_per_file=rows_per_file)
@@ -262,8 +287,10 @@ def build_atlas(
     worker_cpus: float = 0.5,
     rows_per_file: int = 1024,
     progress: bool = True,
+    gpus_per_worker: float | None = None,
 ) -> dict:
-    """Build (or, with ``resume``, finish) the atlas of ``model`` over ``corpus`` in ``out``; returns the manifest."""
+    """Build (or, with ``resume``, finish) the atlas of ``model`` over ``corpus`` in ``out``; returns the manifest.
+    ``gpus_per_worker``: see :func:`worker_gpus`."""
     from .finish import finish
 
     out = Path(out)
@@ -272,6 +299,7 @@ def build_atlas(
     source.check()
     if workers is not None and workers < 1:
         raise ModelError("--workers must be at least 1")
+    gpus = worker_gpus(gpus_per_worker, model)
     digest = source.sha256()
     previous = layout.read_manifest(out)
     if previous is not None or layout.shard_files(out):
@@ -303,7 +331,7 @@ def build_atlas(
     if the_plan.pending:
         started = connect(address)
         try:
-            run_ray(model, out, the_plan, workers, worker_cpus, rows_per_file, progress)
+            run_ray(model, out, the_plan, workers, worker_cpus, rows_per_file, progress, gpus)
         finally:
             if started:
                 import ray
