@@ -46,6 +46,25 @@ def test_asking_for_gpus_of_a_cluster_without_any_is_refused(tmp_path):
         ray.shutdown()
 
 
+@pytest.mark.slow
+def test_a_worker_given_a_gpu_loads_its_model_on_cuda(tmp_path):
+    """Ray told of one GPU (a logical resource, whether or not the machine has it): the worker's load
+    asks for CUDA, which works where torch sees a GPU and is refused in one line where it does not."""
+    ray = pytest.importorskip("ray")
+    import torch
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, logging_level="WARNING")
+    try:
+        if torch.cuda.is_available():
+            assert build_atlas("minilm", "probes:4", tmp_path / "atlas", gpus_per_worker=1, **SMALL)["complete"]
+        else:
+            with pytest.raises(ModelError, match=f"^a Ray worker failed: {DEVICE_ENV} cuda: CUDA is not available"):
+                build_atlas("minilm", "probes:4", tmp_path / "atlas", gpus_per_worker=1, **SMALL)
+    finally:
+        ray.shutdown()
+
+
 @pytest.mark.gpu
 def test_workers_sharing_the_gpu_build_the_atlas(tmp_path):
     out = tmp_path / "atlas"
