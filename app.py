@@ -91,7 +91,8 @@ with st.sidebar:
     view = view_picker(SECTIONS, DEFAULT_VIEW)
     image_format_picker()
 
-st.title("attention-viz")
+heading, link_place = st.columns([5, 1], vertical_alignment="bottom")  # the link: filled in after the view
+heading.title("attention-viz")
 if request.switched:
     plain.info(request.switched)
 
@@ -190,6 +191,6 @@ else:
             result_downloads(result)
 
 write_to_url(request.model)
-with st.sidebar:
+with link_place:
     share(request.model)
 freeze_startup_heap()  # after the first run everything long-lived is loaded: keep it out of each run's GC

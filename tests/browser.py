@@ -152,6 +152,14 @@ def open_view(page: Page, view: str) -> None:
     settled(page)
 
 
+def shared_link(page: Page) -> str:
+    """The link in the "Copy link" popover beside the page's title: opened, read, closed again."""
+    page.get_by_role("button", name="Copy link").click()
+    link = page.locator("[data-testid='stPopoverBody'] [data-testid='stCode'] code").inner_text().strip()
+    page.keyboard.press("Escape")
+    return link
+
+
 def x_tick_labels(page: Page, chart: int = 0) -> list[str]:
     plot = page.locator(".js-plotly-plot").nth(chart)
     return plot.locator(".xtick text").all_text_contents()

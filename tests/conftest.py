@@ -58,7 +58,7 @@ def skip_gpu(items: list[pytest.Item]) -> None:
 # load is cold (~+5.5 CPU-s), once.
 APP_IN_A_BROWSER = ("test_browser.py", "test_browser_hostile.py", "test_browser_links.py", "test_browser_many.py",
                     "test_browser_image.py", "test_browser_levels.py", "test_browser_atlas_build.py",
-                    "test_browser_long_link.py", "test_browser_accessibility.py",
+                    "test_browser_long_link.py", "test_browser_accessibility.py", "test_browser_labels.py",
                     "test_browser_first_screen.py")
 
 

@@ -188,8 +188,10 @@ def test_a_click_in_the_grid_is_applied_to_the_set_and_the_link_and_the_grid_mar
     assert problems(at) == [] and at.multiselect(key="ablation_ablate").value == ["3.1", "2.5"]
     assert link(at)["ablate"] == "3.1,2.5"
     grid = next(f for f in figures(at) if f["layout"]["title"]["text"].startswith("or click heads"))
-    red = [i for i, colour in enumerate(grid["data"][1]["marker"]["color"]) if colour.startswith("rgba(214")]
-    assert red == [2 * 12 + 5, 3 * 12 + 1]
+    frames = [shape for shape in grid["layout"]["shapes"] if shape["line"]["color"] == "rgb(214,39,40)"]
+    assert [frame["name"] for frame in frames] == ["removed 2.5", "removed 3.1"]  # outlined, not filled
+    assert all(frame["fillcolor"] == "rgba(0,0,0,0)" for frame in frames)
+    assert grid["data"][1]["marker"]["color"] == "rgba(0,0,0,0.01)"  # the click targets stay clear
     at.session_state["_ablation_ablate_toggle"] = "3.1"  # clicked again: put back
     at.run()
     assert at.multiselect(key="ablation_ablate").value == ["2.5"] and link(at)["ablate"] == "2.5"

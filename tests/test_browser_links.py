@@ -6,7 +6,7 @@ import urllib.parse
 
 import pytest
 
-from browser import new_page, open_view, reset, settled, wait_for_heatmap, wait_for_link
+from browser import new_page, open_view, reset, settled, shared_link, wait_for_heatmap, wait_for_link
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +35,13 @@ def ablation_tiles(page):
 CHIPS = "[data-testid='stMultiSelect'] [data-tag]"  # the chosen heads in the "Heads to remove" box
 
 
+# the red frames around removed heads in the ablation grid
+RED_FRAMES = "[...p.querySelectorAll('.shapelayer path')].filter(e => (e.style.stroke || '').includes('214')).length"
+
+
 def red_tiles(page) -> int:
-    return ablation_tiles(page).evaluate_all("els => els.filter(e => (e.style.fill || '').includes('214')).length")
+    grid = page.locator(".js-plotly-plot").filter(has_text="or click heads")
+    return grid.evaluate(f"p => {RED_FRAMES}")
 
 
 def click_tile(page, index: int, link: dict[str, str], marked: int) -> dict[str, str]:
@@ -47,9 +52,8 @@ def click_tile(page, index: int, link: dict[str, str], marked: int) -> dict[str,
     shown = wait_for_link(page, link)
     settled(page)
     page.wait_for_function(
-        """n => [...document.querySelectorAll('.js-plotly-plot')].some(p => p.textContent.includes('or click heads')
-                 && [...p.querySelectorAll('.scatterlayer .points path')]
-                        .filter(e => (e.style.fill || '').includes('214')).length === n)""",
+        f"""n => [...document.querySelectorAll('.js-plotly-plot')].some(p => p.textContent.includes('or click heads')
+                 && {RED_FRAMES} === n)""",
         arg=marked, timeout=60_000, polling=50)
     return shown
 
@@ -68,11 +72,6 @@ def test_clicking_heads_in_the_ablation_grid_picks_them_and_the_link_reproduces_
     fresh.locator(CHIPS).nth(1).wait_for(timeout=30_000)
     assert fresh.locator(CHIPS).evaluate_all("els => els.map(e => e.getAttribute('aria-label'))") == ["2.5", "0.0"]
     assert red_tiles(fresh) == 2  # the grid marks the two heads
-
-
-def shared_link(page) -> str:
-    """The "Copy link" box's text (the sidebar's code block)."""
-    return page.locator("[data-testid='stSidebar'] [data-testid='stCode'] code").inner_text().strip()
 
 
 def picture(page) -> list:

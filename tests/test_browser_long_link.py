@@ -9,7 +9,7 @@ import pytest
 from prose import english_prose
 
 from attention_viz.inputs.link_text import PARAM, decode, link_value
-from browser import settled, wait_for_heatmap, wait_for_link
+from browser import settled, shared_link, wait_for_heatmap, wait_for_link
 
 LINK_BYTES = 8_192
 pytestmark = pytest.mark.slow  # the served app and Chromium, and a model run of 512 tokens
@@ -25,7 +25,7 @@ def test_a_compressed_2500_word_link_opens_to_its_text_drawn_and_gives_back_a_li
     settled(page)
     assert page.locator("textarea[aria-label='Sentence']").input_value() == text
     page.get_by_text("(window 1 of", exact=False).first.wait_for()
-    shared = page.locator("[data-testid='stSidebar'] [data-testid='stCode'] code").inner_text().strip()
+    shared = shared_link(page)
     for link in (shared, page.url):
         size = len(link.encode("utf-8"))
         print(f"link read back: {size:,} bytes")

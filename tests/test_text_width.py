@@ -102,12 +102,12 @@ def test_x_axis_and_edge_room_grow_with_the_labels_and_their_angle():
     assert overhang(long, 12, categories=2) < overhang(long, 12)  # a category's tick sits inside the plot
 
 
-def test_colour_bar_room_holds_the_bar_its_labels_or_its_title():
+def test_colour_bar_room_holds_the_bar_its_labels_and_its_title_along_its_side():
     plain = colour_bar_room("", ["−1", "1"], 12)
     assert colour_bar_room("", ["−1", "1"], 30) > plain
     assert colour_bar_room("", ["−0.0448", "0.0448"], 12) > plain
-    assert colour_bar_room("log10 attention weight", ["−1", "1"], 12) > plain
-    assert colour_bar_room("q", ["−1", "1"], 12) == plain  # a title narrower than the bar and its labels
+    assert colour_bar_room("q", ["−1", "1"], 12) > plain  # one line of title beside the labels
+    assert colour_bar_room("log10 attention weight", ["−1", "1"], 12) == colour_bar_room("q", ["−1", "1"], 12)
 
 
 def test_legends_take_one_row_when_they_fit_else_one_line_each():
@@ -129,8 +129,7 @@ def test_figures_take_their_margins_from_what_they_show():
     z = np.random.default_rng(0).standard_normal((3, 32))
     assert margin(inside.matrix_heatmap(z, row_labels=["a", "antidisestablishment", "c"])).l > margin(
         inside.matrix_heatmap(z, row_labels=["a", "b", "c"])).l
-    assert margin(inside.matrix_heatmap(z, colorbar_title="log10 attention weight")).r > margin(
-        inside.matrix_heatmap(z)).r
+    assert margin(inside.matrix_heatmap(z * 1e4)).r > margin(inside.matrix_heatmap(z)).r  # "−20000" is wider than "−2"
     table = np.zeros((500, 16))
     assert margin(positional.encoding_heatmap(table)).l > margin(positional.encoding_heatmap(table[:50])).l
     keys, values = np.array(basics.WAISTS), np.array(basics.WEIGHTS)

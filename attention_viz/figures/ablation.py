@@ -13,7 +13,7 @@ from plotly.subplots import make_subplots
 
 from .axes import plotly_text, shorten
 from .heatmap import X_ANGLE
-from .style import TEMPLATE
+from .style import TEMPLATE, sequential
 from .text_width import (
     PAD,
     TURNED_END_ROOM,
@@ -58,10 +58,12 @@ def pattern_pair(
     labels_before: tuple[Sequence[str], Sequence[str]],
     labels_after: tuple[Sequence[str], Sequence[str]],
     titles: tuple[str, str] = ("before", "after"),
+    dark: bool = False,
 ) -> go.Figure:
     """Two ``[query, key]`` maps side by side on ONE colour range (0 .. the larger maximum), so the
     same colour means the same weight in both. ``labels_*`` = (query labels, key labels); the
-    after map may have other tokens (an ablated translation can come out different)."""
+    after map may have other tokens (an ablated translation can come out different). ``dark``: 0 is a dark
+    page's background, not white."""
     maps = [np.asarray(before, np.float32), np.asarray(after, np.float32)]
     for z, (rows, cols) in zip(maps, (labels_before, labels_after)):
         if z.shape != (len(rows), len(cols)):
@@ -90,7 +92,7 @@ def pattern_pair(
                        axis_title=False)
     figure.update_annotations(yshift=keys - PAD)  # the "before" / "after" titles above the key labels, not on them
     figure.update_layout(
-        coloraxis=dict(colorscale="Blues", cmin=0.0, cmax=top, colorbar=dict(title=dict(text="weight"))),
+        coloraxis=dict(colorscale=sequential(dark), cmin=0.0, cmax=top, colorbar=dict(title=dict(text="weight"))),
         height=int(min(700, max(380, 18 * n + 200))),
         margin=dict(l=left_margin(rows, 12, axis_title=False), r=colour_bar_margin("weight"), b=20,
                     t=keys + SUBPLOT_TITLE_ROOM),

@@ -45,7 +45,8 @@ def score_heatmap(scores: np.ndarray, title: str = "") -> go.Figure:
             colorbar=dict(title=dict(text="score"), thickness=THIN_COLOUR_BAR, x=1),
         )
     )
-    angle = -45 if heads > 8 else 0
+    angle = -90 if heads > 8 else 0  # upright: two figures side by side leave a head's column narrower than a
+    # line turned any less
     head_names = _names("head", heads)
     # the last head's label, turned, reaches past the plot's right end (level: by half its width)
     right = max(colour_bar_room("score", number_labels(0.0, 1.0), THIN_COLOUR_BAR),

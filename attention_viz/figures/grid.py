@@ -7,7 +7,7 @@ in one matrix with blank (NaN) gutters between them.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -71,8 +71,8 @@ def heads_grid(stack: np.ndarray, title: str = "", thumb: int = THUMB, zmax: flo
 
     A heatmap cell cannot be clicked (Plotly selects only point-like traces), so a transparent
     marker sits at the centre of each tile: selecting it (``customdata`` = layer, head) does what
-    ``click`` says. ``quantity`` names a cell's value (colour bar, hover); the ``marked`` heads'
-    markers are red (e.g. the heads chosen for ablation). ``kv_heads`` < heads (grouped-query
+    ``click`` says. ``quantity`` names a cell's value (colour bar, hover); the ``marked`` heads are
+    outlined in red (e.g. the heads chosen for ablation: a frame, which no attention cell looks like). ``kv_heads`` < heads (grouped-query
     attention): the query heads sharing one K/V head are framed together and named in the ticks.
     """
     layers, heads = stack.shape[:2]
@@ -96,8 +96,7 @@ def heads_grid(stack: np.ndarray, title: str = "", thumb: int = THUMB, zmax: flo
             x=centres[:, 1] * cols + (cols - 2) / 2, y=centres[:, 0] * rows + (rows - 2) / 2,
             customdata=centres, mode="markers", showlegend=False,
             marker=dict(size=max(8, min(28, 600 // max(heads, 1))), symbol="square",
-                        color=["rgba(214,39,40,0.6)" if (int(lh[0]), int(lh[1])) in marked else "rgba(0,0,0,0.01)"
-                               for lh in centres]),
+                        color="rgba(0,0,0,0.01)"),
             hovertemplate=f"layer %{{customdata[0]}}, head %{{customdata[1]}}<br>{click}<extra></extra>",
             selected=dict(marker=dict(color="rgba(214,39,40,0.35)")), unselected=dict(marker=dict(opacity=1)),
         ),
@@ -112,9 +111,18 @@ def heads_grid(stack: np.ndarray, title: str = "", thumb: int = THUMB, zmax: flo
         template=TEMPLATE,
         plot_bgcolor="white",
         clickmode="event+select",
-        shapes=_kv_frames(heads // group_size, group_size * cols, layers * rows) if group_size > 1 else [],
+        shapes=[*(_kv_frames(heads // group_size, group_size * cols, layers * rows) if group_size > 1 else []),
+                *_outlines(sorted(marked), rows, cols)],
     )
     return figure
+
+
+def _outlines(heads: Sequence[tuple[int, int]], rows: int, cols: int) -> list[dict]:
+    """A red frame around each (layer, head) tile, along the gutters around it."""
+    return [dict(type="rect", name=f"removed {layer}.{head}", x0=head * cols - 1, x1=(head + 1) * cols - 1,
+                 y0=layer * rows - 1, y1=(layer + 1) * rows - 1, line=dict(color="rgb(214,39,40)", width=3),
+                 fillcolor="rgba(0,0,0,0)")
+            for layer, head in heads]
 
 
 def _kv_frames(groups: int, width: int, height: int) -> list[dict]:

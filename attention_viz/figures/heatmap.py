@@ -8,7 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .axes import categories, hover_text, plotly_text, tick_labels, token_axis
-from .style import TEMPLATE
+from .style import TEMPLATE, sequential
+from .style import diverging as diverging_scale  # the name ``diverging`` is the builder's switch
 from .text_width import heatmap_margins
 
 X_ANGLE = -60  # the key labels along the top, turned so that long ones never overlap
@@ -36,12 +37,16 @@ def attention_heatmap(
     zrange: tuple[float, float] | None = None,
     colorscale: str | list | None = None,
     colorbar_ticks: tuple[Sequence[float], Sequence[str]] | None = None,
+    row_title: str = "query (attending)",
+    dark: bool = False,
 ) -> go.Figure:
     """``pattern`` [query, key] as a heatmap; weights below ``threshold`` are left blank.
 
     ``diverging`` draws signed values (a difference of two patterns) red/blue around 0.
     ``zrange`` fixes the colour range outright (e.g. a log scale's); ``starts``: the positions of the first query and key drawn, when the matrix is a window.
     ``colorscale`` and ``colorbar_ticks`` (values, labels) replace the defaults (uint8 levels label theirs in weights).
+    ``row_title`` names what a row is (a layer, in Across layers); ``dark``: colours that start from a dark
+    page's background instead of white.
 
     Values go to the browser as float32 binary arrays (compact), or as given when uint8 levels
     (a quarter of that; see figures/long_heatmap.py), labels once per axis.
@@ -61,7 +66,7 @@ def attention_heatmap(
         z=z,
         x=categories(key_labels, starts[1]),
         y=categories(query_labels, starts[0]),
-        colorscale=colorscale or ("RdBu_r" if diverging else "Blues"),
+        colorscale=colorscale or (diverging_scale(dark) if diverging else sequential(dark)),
         zmin=zrange[0] if zrange else -top if diverging else 0.0,
         zmax=zrange[1] if zrange else top,
         hovertemplate=f"{hover_text(title)}<br>{hover}" if title else hover,  # names layer and head
@@ -73,7 +78,7 @@ def attention_heatmap(
         # the title sits at the very top of the container, above the top-side key axis and its title
         title=dict(text=plotly_text(title), yref="container", y=0.99, yanchor="top", x=0.01, xanchor="left"),
         xaxis=dict(token_axis(key_labels, start=starts[1]), title="key (attended to)", side="top", tickangle=X_ANGLE),
-        yaxis=dict(token_axis(query_labels, start=starts[0]), title="query (attending)", autorange="reversed"),
+        yaxis=dict(token_axis(query_labels, start=starts[0]), title=row_title, autorange="reversed"),
         height=size,
         margin=heatmap_margins(tick_labels(query_labels), tick_labels(key_labels), X_ANGLE, 35 if title else 0,
                                colorbar_title),

@@ -3,18 +3,22 @@ axis, dimension index on the other) and the saturation of softmax without 1/√d
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .axes import categories, tick_labels, token_axis
+from .axes import MAX_TICKS, categories, tick_labels, token_axis
 from .heatmap import X_ANGLE
-from .style import TEMPLATE, THIN_COLOUR_BAR
+from .style import TEMPLATE, THIN_COLOUR_BAR, sequential
+from .style import diverging as diverging_scale  # the name ``diverging`` is the builder's switch
 from .text_width import (
+    LINE_BOX,
     TURNED_END_ROOM,
     colour_bar_room,
+    labels_that_fit,
     left_margin,
     legend_below,
     number_labels,
@@ -48,11 +52,13 @@ def matrix_heatmap(
     height: int | None = None,
     highlight_cols: tuple[int, int] | None = None,
     highlight_rows: tuple[int, int] | None = None,
+    dark: bool = False,
 ) -> go.Figure:
     """``matrix`` (rows × cols) as a heatmap. Token axes (``*_labels``) are categorical over
     positions with escaped labels; other axes are integer indices (a dimension of a vector).
 
     ``diverging``: signed values (weights, activations) red/blue around 0; else white → blue.
+    ``dark``: the scale's neutral end is a dark page's background, not white.
     ``highlight_cols`` / ``highlight_rows``: a [start, stop) band outlined (e.g. one head's columns).
     """
     z = np.asarray(matrix, dtype=np.float32)
@@ -67,24 +73,28 @@ def matrix_heatmap(
     hover = f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>{colorbar_title} %{{z:.4f}}<extra></extra>"
     figure = go.Figure(go.Heatmap(
         z=z, x=x, y=y,
-        colorscale="RdBu_r" if diverging else "Blues",
+        colorscale=diverging_scale(dark) if diverging else sequential(dark),
         zmin=-top if diverging else 0.0, zmax=top,
         hovertemplate=hover, colorbar=dict(title=dict(text=colorbar_title), thickness=THIN_COLOUR_BAR, x=1),
     ))
-    if height is None:
-        height = int(min(MAX_HEIGHT, max(260, 14 * rows + 140)))
     colour_bar = colour_bar_room(colorbar_title, number_labels(-top if diverging else 0.0, top), THIN_COLOUR_BAR)
+    above, below = 60 if title else 30, x_axis_room(*x_ticks, x_angle)
+    if height is None:  # token rows a label's line each, as far as the page allows
+        row = (LINE_BOX * y_ticks[1] + 1) if row_labels is not None else 14
+        height = min(MAX_HEIGHT, max(260, math.ceil(row * rows + above + below)))
+    if row_labels is not None:  # the token labels that fit the plot's height
+        fit = labels_that_fit(height - above - below, y_ticks[1])
+        yaxis = dict(yaxis, **token_axis(row_labels, min(MAX_TICKS, fit)))
     figure.update_layout(
         title=dict(text=title),
         xaxis=dict(xaxis, tickangle=x_angle),
         yaxis=dict(yaxis, autorange="reversed"),
         height=height,
         margin=dict(l=max(left_margin(*y_ticks), overhang(*x_ticks, x_angle, len(x) if col_labels else 0)),
-                    r=max(colour_bar, overhang(*x_ticks)), t=60 if title else 30,
-                    b=x_axis_room(*x_ticks, x_angle)),
+                    r=max(colour_bar, overhang(*x_ticks)), t=above, b=below),
         template=TEMPLATE,
     )
-    band = dict(type="rect", line=dict(color="black", width=2), fillcolor="rgba(0,0,0,0)")
+    band = dict(type="rect", line=dict(color="white" if dark else "black", width=2), fillcolor="rgba(0,0,0,0)")
     if highlight_cols is not None:
         figure.add_shape(band, x0=highlight_cols[0] - 0.5, x1=highlight_cols[1] - 0.5, y0=-0.5, y1=rows - 0.5,
                          xref="x", yref="y")

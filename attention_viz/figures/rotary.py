@@ -18,6 +18,7 @@ from .style import TEMPLATE
 from .text_width import autorange, left_margin, legend_right, log_labels, number_labels, overhang, x_axis_room
 
 TOP = 60  # the title's room
+PANEL_TITLES = 20  # the second line of the panels' titles (12 px), under the figure's title
 
 
 def diagonal_spread(scores: np.ndarray) -> np.ndarray:
@@ -42,7 +43,8 @@ def pair_rotation_figure(points: np.ndarray, pairs: Sequence[int], wavelengths: 
     barely move: together they tell near and far positions apart, like the sinusoids' clock hands.
     """
     points = np.asarray(points, dtype=np.float64)
-    titles = [f"pair {p}: one turn per {w:,.1f} positions" for p, w in zip(pairs, wavelengths)]
+    # two short lines each: on one line a slow pair's title is wider than its panel, over the next panel's labels
+    titles = [f"pair {p}<br>one turn per {w:,.1f} positions" for p, w in zip(pairs, wavelengths)]
     figure = make_subplots(rows=1, cols=len(pairs), subplot_titles=titles)
     radius = float(np.abs(points).max()) * 1.1 or 1.0
     positions = np.arange(points.shape[1])
@@ -61,10 +63,12 @@ def pair_rotation_figure(points: np.ndarray, pairs: Sequence[int], wavelengths: 
         figure.update_yaxes(range=[-radius, radius], scaleanchor=f"x{col if col > 1 else ''}", row=1, col=col)
     labels = number_labels(-radius, radius)
     figure.update_layout(
-        title=dict(text="rotary: each pair of dimensions turns by m·θᵢ at position m"),
+        title=dict(text="rotary: each pair of dimensions turns by m·θᵢ at position m", yref="container", y=0.99,
+                   yanchor="top"),
         height=360, template=TEMPLATE, margin=dict(l=left_margin(labels, 12, axis_title=False), r=overhang(labels, 12),
-                                                   t=TOP, b=x_axis_room(labels, 12, axis_title=False)),
+                                                   t=TOP + PANEL_TITLES, b=x_axis_room(labels, 12, axis_title=False)),
     )  # fmt: skip
+    figure.update_annotations(font_size=12)
     return figure
 
 

@@ -44,6 +44,13 @@ LEGEND_ROW = 19
 LEGEND_PADS = 10
 LEGEND_SYMBOL = 40
 LEGEND_GAP = 5
+# A label's box is this many font sizes high (Chromium, the app's font: 16 px for a 12 px label); its
+# neighbours' boxes must stay this far apart across the text's direction.
+LINE_BOX = 1.34
+# The page's width for figures on a 1,280 px window (the smaller size new users have) and the gap between
+# columns (measured: 820 px beside the sidebar, 402 for each of two; a little less inside an expander).
+PAGE_WIDTH = 780
+COLUMN_GAP = 16
 # The narrowest plot a figure is drawn in, about: half the page beside the sidebar on a 1,280 px window
 # is a 402 px figure (measured), 260–330 px between its margins. What wraps or shares the plot's width
 # (a legend's row, labels between categories) is sized for this; Streamlit sets the width, not we.
@@ -164,9 +171,24 @@ def colour_bar_margin(title: str) -> int:
 
 def colour_bar_room(title: str, labels: Iterable[str], thickness: int) -> int:
     """The right margin that holds a colour bar set at the plot's right edge (``x=1``, so its place
-    does not depend on the plot's width): its pads, the bar and its tick labels, or its title above
-    them when that is wider."""
-    return math.ceil(COLOUR_BAR_PADS + max(thickness + widest(labels, 12), pixels(title, TITLE_SIZE)) + PAD)
+    does not depend on the plot's width): its pads, the bar, its tick labels and its title, which runs
+    along the bar's right side (figures/style.py) one line wide."""
+    title_line = LINE_BOX * TITLE_SIZE if title else 0.0
+    return math.ceil(COLOUR_BAR_PADS + thickness + widest(labels, 12) + title_line + PAD)
+
+
+def figure_width(across: int) -> float:
+    """A figure's width when ``across`` figures share the page's width side by side: a figure never knows
+    its width, so its labels are sized for this one."""
+    return (PAGE_WIDTH - COLUMN_GAP * (across - 1)) / across
+
+
+def labels_that_fit(room: float, size: float, angle: float = 90) -> int:
+    """How many tick labels of ``size`` px fit along ``room`` px of an axis with their boxes apart: a
+    y axis's level labels stack one line each (``angle`` 90); an x axis's labels turned by ``angle``
+    lie side by side, a line apart across their slant (so 1 / sin(angle) lines of the axis each)."""
+    pitch = (LINE_BOX * size + 1) / math.sin(math.radians(abs(angle)))
+    return max(1, math.floor(room / pitch))
 
 
 def legend_below(names: Sequence[str]) -> tuple[dict, int]:

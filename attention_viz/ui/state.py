@@ -114,6 +114,8 @@ def link(model: str) -> str:
 
 
 def share(model: str) -> None:
-    """A "Copy link" box: the link in a code block, whose copy button puts it on the clipboard."""
-    st.caption("Copy link (the copy icon on the right) — it reopens exactly this view:")
-    st.code(link(model), language=None, wrap_lines=True)
+    """A compact "Copy link" button that opens the link in a code block, whose copy button puts it on
+    the clipboard. Drawn after the view, so the link holds every choice the view drew."""
+    with st.popover("Copy link", icon=":material/link:", help="A link that reopens exactly this view"):
+        st.caption("The copy icon on the right puts it on the clipboard; it reopens exactly this view:")
+        st.code(link(model), language=None, wrap_lines=True)

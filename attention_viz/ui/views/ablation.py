@@ -22,6 +22,7 @@ from ..state import take
 from ..tables import clicked_tile
 from ..widgets import choice, flag, integer
 from .. import cache
+from ..theme import dark
 from ..export import chart
 
 EXPLANATION = (
@@ -137,7 +138,7 @@ def patterns(comparison: Comparison) -> None:
     picked = Choice(group, layer, head)
     before, after = displayed(comparison.before, picked), displayed(comparison.after, picked)
     chart(st, cache.figure(pattern_pair, before.matrix, after.matrix, (before.query_labels, before.key_labels),
-                                 (after.query_labels, after.key_labels), ("before", "after")),
+                                 (after.query_labels, after.key_labels), ("before", "after"), dark=dark()),
                     key="ablation_patterns")
     st.caption("One colour range for both maps. A removed head's own weights do not change (only its output is "
                "dropped); heads in later layers read a changed input, and their weights can move.")

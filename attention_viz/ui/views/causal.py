@@ -26,6 +26,7 @@ from .. import cache, plain
 from ..controls import layer_head_picker
 from ..fallback import result_with
 from ..widgets import integer, text
+from ..theme import dark
 from ..export import chart, drawn_from
 
 FULL = ("q", "k", "scores", "pattern")
@@ -60,15 +61,15 @@ def sections(decoded: AttentionResult) -> None:
     n = len(labels)
 
     st.subheader("1 · The mask")
-    chart(st, cache.figure(mask_heatmap, causal_mask(n), labels, labels, "causal mask: row i may see keys 0..i"),
-                    key="causal_mask")
+    chart(st, cache.figure(mask_heatmap, causal_mask(n), labels, labels, "causal mask: row i may see keys 0..i",
+                           dark=dark()), key="causal_mask")
     before_and_after(decoded, layer, head, labels)
 
     st.subheader("3 · The pattern")
     pattern = decoded.pattern(DECODER_SELF, layer, head)
     future = future_weight(pattern)
-    chart(st, cache.figure(attention_heatmap, pattern, labels, title=f"softmax: layer {layer}, head {head}"),
-                    key="causal_pattern")
+    chart(st, cache.figure(attention_heatmap, pattern, labels, title=f"softmax: layer {layer}, head {head}",
+                           dark=dark()), key="causal_pattern")
     st.caption(f"Largest weight above the diagonal: {exact(future.largest)} — not merely small. Every row still "
                f"sums to 1 (smallest row sum {future.smallest_row_sum:.6f}).")
 
@@ -88,9 +89,11 @@ def before_and_after(decoded: AttentionResult, layer: int, head: int, labels: li
     before = scores_before_mask(full.array(DECODER_SELF, layer, "q")[head], full.array(DECODER_SELF, layer, "k")[head])
     after = full.array(DECODER_SELF, layer, "scores")[head]
     left, right = st.columns(2)
-    chart(left, cache.figure(scores_heatmap, before, labels, labels, "Q·Kᵀ/√d_k, before the mask"), key="causal_before")
-    chart(right, cache.figure(scores_heatmap, after, labels, labels, "after the mask: −∞ above the diagonal"),
-                       key="causal_after")
+    chart(left, cache.figure(scores_heatmap, before, labels, labels, "Q·Kᵀ/√d_k, before the mask", dark=dark(),
+                             across=2),
+          key="causal_before")
+    chart(right, cache.figure(scores_heatmap, after, labels, labels, "after the mask: −∞ above the diagonal",
+                              dark=dark(), across=2), key="causal_after")
 
 
 def edit_check(decoded: AttentionResult, labels: list[str]) -> None:
@@ -137,10 +140,10 @@ def padding(decoded: AttentionResult, layer: int) -> None:
         return
     length = batch.ids.shape[1]
     chart(st, cache.figure(mask_heatmap, batch.real, ["sentence 1", "sentence 2"], [str(i) for i in range(length)],
-                                 "padding mask of the batch (1 = real token)"), key="causal_pad_mask")
+                                 "padding mask of the batch (1 = real token)", dark=dark()), key="causal_pad_mask")
     chart(st, cache.figure(attention_heatmap, check.pattern, check.padded_labels,
                                       title=f"sentence {check.shorter + 1} in the batch: encoder layer {layer}, "
-                                            "mean of heads"),
+                                            "mean of heads", dark=dark()),
                     key="causal_pad_pattern")
     st.caption(f"Largest weight on a padding key: {exact(check.on_padding)}. The real tokens' attention differs "
                f"from running the sentence alone by at most {exact(check.versus_alone)}: padding changes nothing.")

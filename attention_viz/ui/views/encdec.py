@@ -19,6 +19,7 @@ from ..fallback import result_with
 from ..inputs import MAX_TEXT
 from ..plain import literal
 from ..widgets import integer, text
+from ..theme import dark
 from ..export import chart, drawn_from
 
 TRANSFORMER, RNN = "toy-translate", "toy-translate-rnn"
@@ -48,7 +49,8 @@ def sections(translated: AttentionResult) -> None:
     layer, head = layer_head_picker(translated, CROSS, key="encdec")
     shown = displayed(translated, Choice(CROSS, layer, head))
     chart(st, cache.figure(attention_heatmap, shown.matrix, shown.query_labels, shown.key_labels,
-                                      title=f"{translated.model}: layer {layer}, head {head}"), key="encdec_cross")
+                                      title=f"{translated.model}: layer {layer}, head {head}", dark=dark()),
+          key="encdec_cross")
     st.caption("Rows: what the decoder had read (<bos> + the words so far) when it predicted the next word.")
 
     step_by_step(translated, layer)
@@ -98,7 +100,8 @@ def data_flows(translated: AttentionResult, source: str, layer: int) -> None:
         cross = run.stack("pattern", *CROSS)[layer].mean(axis=0)
         with drawn_from(run.provenance):
             chart(column, cache.figure(attention_heatmap, cross, list(run.target_tokens.labels),
-                                       list(run.tokens.labels), title=f"{name}: layer {layer}, mean of heads"),
+                                       list(run.tokens.labels), title=f"{name}: layer {layer}, mean of heads",
+                                       dark=dark()),
                   key=f"encdec_{name}")
     predicted = forced.meta.get("predicted")
     if not predicted:  # hf: models hand out attention only, not their predictions
@@ -128,7 +131,8 @@ def beside_rnn(translated: AttentionResult, source: str, layer: int) -> None:
         chosen = min(layer, len(stack) - 1)
         with drawn_from(run.provenance):
             chart(column, cache.figure(attention_heatmap, stack[chosen].mean(axis=0), list(run.target_tokens.labels),
-                                       list(run.tokens.labels), title=f"{run.model}: layer {chosen}, mean"),
+                                       list(run.tokens.labels), title=f"{run.model}: layer {chosen}, mean",
+                                       dark=dark()),
                   key=f"encdec_align_{run.model}")
     st.caption("The RNN (Bahdanau et al. 2015) scores every encoder state against the decoder state with "
                "vᵀ tanh(W_q q + W_k k); the Transformer with scaled dot products in several heads and layers. "

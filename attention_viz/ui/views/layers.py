@@ -15,6 +15,7 @@ from ...analysis.selection import default_token, group_tokens
 from .. import cache, plain
 from ..controls import attention_picker, token_picker, weigh, weighting_picker
 from ..plain import literal
+from ..theme import dark
 from ..export import chart
 from ..heavy import heavy
 
@@ -47,8 +48,8 @@ def render(result: AttentionResult) -> None:
     chart(st, 
         attention_heatmap(per_layer, [f"layer {i}" for i in range(len(per_layer))], labels,
                           title=f"“{labels[q]}” in every layer (mean of heads){weighed.suffix}",
-                          colorbar_title=weighed.quantity,
-                          hover=f"%{{y}}<br>key %{{x}}<br>{weighed.quantity} %{{z:.4f}}<extra></extra>"),
+                          colorbar_title=weighed.quantity, row_title="layer",
+                          hover=f"%{{y}}<br>key %{{x}}<br>{weighed.quantity} %{{z:.4f}}<extra></extra>", dark=dark()),
         key="layers_rows",
     )
     if norms:
@@ -62,7 +63,7 @@ def render(result: AttentionResult) -> None:
         st.caption("Each layer's mean of heads plus the residual identity (½A + ½I), rows renormalized, multiplied "
                    "through the layers: how much of each input token reaches each position.")
     chart(st, cache.figure(attention_heatmap,
-                           rolled, labels, labels, title=f"rollout after the last layer{weighed.suffix}"),
+                           rolled, labels, labels, title=f"rollout after the last layer{weighed.suffix}", dark=dark()),
                     key="layers_rollout")
 
     st.subheader("Attention flow")
@@ -78,5 +79,5 @@ def render(result: AttentionResult) -> None:
     if flow.matrix is not None:
         rows = labels if flow.rows is None else [labels[i] for i in flow.rows]
         title = ("attention flow" if flow.rows is None else f"attention flow of “{labels[q]}”") + weighed.suffix
-        chart(st, cache.figure(attention_heatmap, flow.matrix, rows, labels, title=title),
+        chart(st, cache.figure(attention_heatmap, flow.matrix, rows, labels, title=title, dark=dark()),
                         key="layers_flow" if flow.rows is None else "layers_flow_row")

@@ -1,0 +1,104 @@
+"""No two text labels of a chart overlap: every view opened in Chromium at the two window sizes new
+users have (1280×800, 1920×1080), and in every Plotly chart the boxes the browser drew for its tick
+labels, annotations, axis titles, title and subtitle, colour bar labels and legend entries measured
+against each other. Labels of different charts are never compared; hidden or empty ones are skipped."""
+
+import re
+import urllib.parse
+
+import pytest
+
+from browser import VIEW_LABELS, open_view, settled, wait_for_heatmap
+
+pytestmark = pytest.mark.slow  # the served app and Chromium, every view twice
+
+SIZES = ({"width": 1280, "height": 800}, {"width": 1920, "height": 1080})
+SLACK = 1  # px: anti-aliased glyph edges of neighbours may touch
+# Every text label of a Plotly chart: ticks of every axis (x, x2, …, the colour bar's), axis and
+# colour-bar titles, title and subtitle, annotations (subplot titles too), legend entries, and the
+# text written in heatmap cells and on bars (the causal page's "−∞").
+LABELS = ", ".join((
+    "g[class$='tick'] > text", "g[class$='tick2'] > text", "[class*='title'] > text", "text.gtitle",
+    "text.gtitle-subtitle", "text[class*='title']", ".annotation-text", ".cbaxis text", ".legendtext",
+    ".heatmaplayer text", ".barlayer text", ".textpoint text",
+))
+# Each label's box is its own (getBBox, the box getBoundingClientRect gives a level label) with its
+# transform, so a turned label is the turned rectangle it fills, not the larger level box around it
+# (two neighbours turned 60° overlap as level boxes while their text is well apart). Two boxes overlap
+# by the least depth one must move to clear the other, across every side of either (separating axes).
+OVERLAPS = """([labels, slack]) => [...document.querySelectorAll('.js-plotly-plot')].flatMap((gd, chart) => {
+    const title = String(gd._fullLayout.title.text || `chart ${chart}`).replace(/<[^>]*>/g, '').slice(0, 50);
+    const corners = e => {
+        const b = e.getBBox(), m = e.getScreenCTM();
+        return [[b.x, b.y], [b.x + b.width, b.y], [b.x + b.width, b.y + b.height], [b.x, b.y + b.height]]
+            .map(([x, y]) => [m.a * x + m.c * y + m.e, m.b * x + m.d * y + m.f]);
+    };
+    const shown = [...new Set(gd.querySelectorAll(labels))].filter(e => {
+        if (!e.textContent.trim() || e.closest('.hoverlayer')) return false;
+        for (let a = e; a && a !== gd; a = a.parentElement) {
+            const style = getComputedStyle(a);
+            if (style.display === 'none' || style.visibility === 'hidden' || style.opacity === '0') return false;
+        }
+        const box = e.getBoundingClientRect();
+        return box.width > 0 && box.height > 0;
+    }).map(e => ({text: e.textContent.trim(), corners: corners(e)}));
+    const depth = (p, q) => {
+        let least = Infinity;
+        for (const poly of [p, q]) for (let i = 0; i < 4; i++) {
+            const [x0, y0] = poly[i], [x1, y1] = poly[(i + 1) % 4], length = Math.hypot(x1 - x0, y1 - y0);
+            if (!length) continue;
+            const axis = [(y0 - y1) / length, (x1 - x0) / length];
+            const span = r => { const v = r.map(([x, y]) => x * axis[0] + y * axis[1]); return [Math.min(...v), Math.max(...v)]; };
+            const [a0, a1] = span(p), [b0, b1] = span(q);
+            least = Math.min(least, Math.min(a1, b1) - Math.max(a0, b0));
+        }
+        return least;
+    };
+    const found = [];
+    for (let i = 0; i < shown.length; i++) for (let j = i + 1; j < shown.length; j++) {
+        const d = depth(shown[i].corners, shown[j].corners);
+        if (d > slack) found.push(`${title}: "${shown[i].text.slice(0, 30)}" × "${shown[j].text.slice(0, 30)}" (${d.toFixed(1)} px)`);
+    }
+    return found;
+})"""
+# the views whose steps are folded: every step opened, so its charts are measured too
+FOLDED = {"inside"}
+STEP = re.compile(r"\d · ")
+
+
+def open_every_step(page) -> None:
+    """Open the folded steps ("2 · …") one by one: a click may redraw the page, so each is found again."""
+    closed = page.locator("[data-testid='stMain'] details:not([open]) > summary").filter(has_text=STEP)
+    for _ in range(closed.count()):
+        closed.first.click()
+        settled(page)
+    assert closed.count() == 0
+    page.wait_for_timeout(500)  # charts that were folded away draw at their width
+
+
+def test_no_two_labels_of_a_chart_overlap_in_any_view_at_either_window_size(app_url, page):
+    page.set_viewport_size(SIZES[0])
+    page.goto(f"{app_url}/?{urllib.parse.urlencode({'view': 'head'})}")
+    wait_for_heatmap(page)
+    found: dict[str, list[str]] = {}
+    for size in SIZES:
+        page.set_viewport_size(size)
+        for view in VIEW_LABELS:
+            open_view(page, view)
+            if view == "atlas":  # with no atlas built it offers to build one: no chart to measure
+                continue
+            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=90_000)
+            if view in FOLDED:
+                open_every_step(page)
+            # Plotly's resize to the column's width, and the page script that thins narrow charts' labels
+            # (ui/narrow_charts.js, 250 ms after the page changes)
+            page.wait_for_timeout(1_000)
+            overlaps = page.evaluate(OVERLAPS, [LABELS, SLACK])
+            if overlaps:
+                found[f"{view} at {size['width']}×{size['height']}"] = overlaps
+    for where, overlaps in found.items():  # the first few of each chart: enough to see what to fix
+        charts: dict[str, list[str]] = {}
+        for overlap in overlaps:
+            charts.setdefault(overlap.split(": ")[0], []).append(overlap)
+        print(where, *(f"{len(o)}× {o[0]} …" for o in charts.values()), sep="\n  ")
+    assert found == {}
