@@ -131,5 +131,6 @@ def test_in_the_dark_theme_the_pages_heatmaps_start_from_its_background(dark_pag
     assert not at.exception and not at.error
     heatmaps = [c for c in charts(at) if c["data"][0]["type"] == "heatmap"]
     assert heatmaps and all(BACKGROUND[True] in str(c["data"][0]["colorscale"]) for c in heatmaps)
-    at = switch_view(at, "layers")
-    assert all(BACKGROUND[True] in str(c["data"][0]["colorscale"]) for c in charts(at))
+    for view in ("layers", "head"):  # the landing view too
+        at = switch_view(at, view)
+        assert all(BACKGROUND[True] in str(c["data"][0]["colorscale"]) for c in charts(at)), view

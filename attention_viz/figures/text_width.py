@@ -44,11 +44,11 @@ LEGEND_ROW = 19
 LEGEND_PADS = 10
 LEGEND_SYMBOL = 40
 LEGEND_GAP = 5
-# A label's box is this many font sizes high (Chromium, the app's font: 16 px for a 12 px label); its
-# neighbours' boxes must stay this far apart across the text's direction.
+# A label's box is this many font sizes high as Chromium draws the app's font; its neighbours' boxes
+# must stay this far apart across the text's direction.
 LINE_BOX = 1.34
-# The page's width for figures on a 1,280 px window (the smaller size new users have) and the gap between
-# columns (measured: 820 px beside the sidebar, 402 for each of two; a little less inside an expander).
+# The page's width for figures beside the sidebar on a 1,280 px window (the smaller size new users have;
+# a little less than measured, for figures inside an expander) and the gap between columns.
 PAGE_WIDTH = 780
 COLUMN_GAP = 16
 # The narrowest plot a figure is drawn in, about: half the page beside the sidebar on a 1,280 px window

@@ -19,6 +19,7 @@ from .. import cache
 from . import long_head
 from ..controls import attention_picker, layer_head_picker, weigh, weighting_picker
 from ..export import chart, figure_downloads
+from ..theme import dark
 from ..level_canvas import level_canvas
 from ..widgets import choice, flag, integer, number
 
@@ -95,7 +96,8 @@ def side_by_side(result: AttentionResult, choice_: Choice, weighted_shown: Displ
                                     (columns[1], weighted_shown, weighting, "head_side_weighted")):
         figure = cache.figure(attention_heatmap, shown.matrix, shown.query_labels, shown.key_labels,
                               title=f"{title} · {WEIGHTING_NAMES[name]}", colorbar_title=QUANTITIES[name],
-                              hover=f"query %{{y}}<br>key %{{x}}<br>{QUANTITIES[name]} %{{z:.4f}}<extra></extra>")
+                              hover=f"query %{{y}}<br>key %{{x}}<br>{QUANTITIES[name]} %{{z:.4f}}<extra></extra>",
+                              dark=dark())
         chart(where, figure, key=key, config={"displaylogo": False})
 
 
@@ -115,7 +117,7 @@ def windowed(shown: Displayed, scale: str, threshold: float, quantity: str, titl
     return cache.figure(attention_heatmap, z, shown.query_labels, shown.key_labels, title=title, starts=starts,
                         threshold=threshold if scale == "linear" else 0.0, colorbar_title=colour_title,
                         hover=f"query %{{y}}<br>key %{{x}}<br>{colour_title} %{{z:.4f}}<extra></extra>",
-                        zrange=log_range(shown.matrix) if scale == "log" else None)
+                        zrange=log_range(shown.matrix) if scale == "log" else None, dark=dark())
 
 
 def levels(result: AttentionResult, shown: Displayed, scale: str, threshold: float, quantity: str,
