@@ -17,7 +17,10 @@ from .. import cache
 from ..controls import layer_head_picker, pair_scale
 from ..widgets import flag, integer
 from ..theme import dark
-from ..export import chart
+from ..export import chart, drawn_from
+from ..fallback import runs_another_model
+from ..plain import literal
+from ...backends.registry import DEFAULT_MODEL
 
 GROUP = ENCODER_SELF
 WINDOW = 96  # tokens drawn at most per axis: 17 charts of 512 tokens would send ~13 MB
@@ -58,12 +61,19 @@ def token_window(n: int) -> slice:
 
 def render(result: AttentionResult) -> None:
     if not cache.backend(result.model).can_open_heads or GROUP not in result.attentions():
-        st.info(
-            "“Inside one head” recomputes a head by hand from our own encoder's weights, so it works on "
-            "encoder-only models of ours such as minilm. This model runs elsewhere (or has another shape); "
-            "choose minilm in the sidebar to see the computation step by step."
-        )
+        # a head recomputed by hand needs an encoder of ours: minilm, on the same sentence
+        runs_another_model(DEFAULT_MODEL, f"this view recomputes a head by hand from our own encoder's weights, and "
+                                          f"{literal(result.model)} is not one of them; here is {DEFAULT_MODEL} on the "
+                                          "same sentence.")
+        result = cache.run(DEFAULT_MODEL, result.tokens.text)
+        with drawn_from(result.provenance):
+            steps(result)
         return
+    steps(result)
+
+
+def steps(result: AttentionResult) -> None:
+    """Every step of one head of ``result``'s encoder (a model that can open its heads)."""
     layer, head = layer_head_picker(result, GROUP, key="inside", reductions=False)
     scale = flag("Divide the scores by √d_k (as the model does)", "inside_scale", True, toggle=True)
     ids = tuple(result.tokens.ids)
