@@ -116,6 +116,20 @@ def test_the_long_forward_on_the_device_path_equals_the_cpu_kernels(window):
         reads_the_same(numpy_long, torch_long, layer, head)
 
 
+def test_a_bfloat16_model_keeps_its_queries_and_keys_in_bfloat16_and_reads_as_their_float32_copy():
+    """On the device path the kept q/k are the projections' own dtype (half the bytes of a float32
+    copy, no digits lost); the passes read them in float32, as numpy reads a float32 copy."""
+    model = mistral(2, 1024, 1024).to(torch.bfloat16)
+    ids = torch.randint(0, 50, (1, 700), generator=torch.Generator().manual_seed(5))  # the regions reads_the_same zooms into
+    device = queries_and_keys(model, ids, on_device=True)
+    q, k = device.layer(0)  # layer 0: later layers read outputs the two paths' kernels round apart in bfloat16
+    assert q.dtype == k.dtype == torch.bfloat16
+    host = queries_and_keys(model, ids)  # float32 numpy copies of the same bfloat16 values
+    assert same(q.float().numpy(), host.layer(0)[0]) and same(k.float().numpy(), host.layer(0)[1])
+    tokens = long_tokens(ids[0].tolist())
+    reads_the_same(LongInput("tiny", tokens, host, 0), LongInput("tiny", tokens, device, 0, passes_for(device)), 0, 2)
+
+
 def long_tokens(ids: list[int]) -> Tokens:
     n = len(ids)
     return Tokens("x" * n, tuple(ids), ("x",) * n, tuple((i, i + 1) for i in range(n)), (False,) * n, (False,) * n,

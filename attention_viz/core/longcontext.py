@@ -22,7 +22,7 @@ runs the same kernel a block of queries at a time over the band of keys that blo
 all, and the normalizers come back over the band only, as the patterns need them.
 
 On a GPU (``on_device``, the default when the model's weights are not on the CPU) the q/k stay
-there as float32 tensors for :mod:`attention_viz.core.blockwise_torch`, the layer's output comes from
+there, in the model's dtype, for :mod:`attention_viz.core.blockwise_torch`, the layer's output comes from
 PyTorch's public fused attention, and the normalizers from a blockwise row pass on the device
 (:func:`attention_viz.core.blockwise_torch.every_normalizer`): the CPU kernel above is the only one
 that hands them back.
@@ -109,8 +109,8 @@ class DecoderQueriesKeys:
     never depend on the other heads in the call). One lock: sessions sharing the input never run a
     layer twice nor see one half made. It holds the (shared) model: the page keeps a few inputs only.
 
-    ``on_device`` (default: the weights are not on the CPU): q/k kept as float32 tensors where the
-    model runs, for the torch passes, instead of numpy on the host."""
+    ``on_device`` (default: the weights are not on the CPU): q/k kept as tensors in the model's dtype
+    where the model runs, for the torch passes, instead of float32 numpy on the host."""
 
     def __init__(self, model: Transformer, ids: torch.Tensor, on_device: bool | None = None) -> None:
         config = model.config
@@ -171,8 +171,10 @@ class DecoderQueriesKeys:
                 self._v = attn.split_heads(attn.w_v(attn_in), attn.h_kv)
 
     def _kept(self, x: torch.Tensor) -> np.ndarray | torch.Tensor:
-        """A float32 copy of ``x`` the model's later layers cannot touch: on the device, or numpy."""
-        return x.float().clone() if self.on_device else x.float().numpy().copy()
+        """A copy of ``x`` the model's later layers cannot touch: on the device in the dtype the
+        projections computed it in (a float32 copy of bfloat16 values would add bytes, not digits:
+        the torch passes work in float32 a head at a time), or float32 numpy on the host."""
+        return x.clone() if self.on_device else x.float().numpy().copy()
 
     @torch.inference_mode()
     def _run(self, heads: list[int]) -> None:

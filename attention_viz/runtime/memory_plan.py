@@ -11,8 +11,9 @@ The estimate is a sum of the tensors the run holds at its peak, from the model's
   and a block of next-token logits; an eager capture adds that layer's float32 scores and softmax
   (h × T² each) and the boolean mask; the long path adds one block of its blockwise passes instead;
 * kept: what outlives each layer — a full capture's arrays (pattern and scores layers × h × T² × 4
-  bytes each, q/context layers × h × T × d_k × 4, k/v per K/V head), or the long path's float32 q/k
-  of every layer, layers × (h + h_kv) × T × d_k × 4, and its normalizers.
+  bytes each, q/context layers × h × T × d_k × 4, k/v per K/V head), or the long path's q/k of every
+  layer, layers × (h + h_kv) × T × d_k × (4 on the CPU, the model's element size on a GPU), and its
+  normalizers.
 
 A part of the free memory is left aside (:data:`HEADROOM`) for what the sum leaves out: the allocator's
 rounding and fragmentation, kernels' workspaces.
@@ -128,9 +129,11 @@ def capture_bytes(model: Transformer, length: int, kinds: Collection[str] | None
 
 
 def long_bytes(model: Transformer, length: int) -> int:
-    """What the long path keeps: every layer's float32 q and k, and each head's normalizers."""
+    """What the long path keeps: every layer's q and k (in the model's dtype on a GPU, float32 numpy
+    on the CPU) and each head's float32 normalizers."""
     config, layers = model.config, _layers(model)
-    return layers * ((config.h + config.kv_heads) * length * config.d_k + config.h * length) * FLOAT32
+    element = FLOAT32 if next(model.parameters()).device.type == "cpu" else _element(model)
+    return layers * ((config.h + config.kv_heads) * length * config.d_k * element + config.h * length * FLOAT32)
 
 
 def _plan(model: Transformer, length: int, free: int | None, activations: int, kept: int,
