@@ -59,7 +59,7 @@ def skip_gpu(items: list[pytest.Item]) -> None:
 APP_IN_A_BROWSER = ("test_browser.py", "test_browser_hostile.py", "test_browser_links.py", "test_browser_many.py",
                     "test_browser_image.py", "test_browser_levels.py", "test_browser_atlas_build.py",
                     "test_browser_long_link.py", "test_browser_accessibility.py", "test_browser_labels.py",
-                    "test_browser_first_screen.py")
+                    "test_browser_first_screen.py", "test_browser_progress.py")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
