@@ -71,6 +71,11 @@ def remember(key: str, value: str) -> None:
     st.session_state[SHOWN][url_name(key)] = value
 
 
+def unremember(key: str) -> None:
+    """Leave ``key`` out of the link: its value is the default the page opens on anyway."""
+    st.session_state[SHOWN].pop(url_name(key), None)
+
+
 def too_long() -> dict[str, int]:
     """URL name → length of each value the link carried past :data:`MAX_TEXT` (left out)."""
     return st.session_state.get(TOO_LONG, {})

@@ -17,6 +17,7 @@ from .. import cache
 from ..controls import layer_head_choice
 from ..heavy import heavy
 from ..level_canvas import long_heatmap_chart
+from ..state import unremember
 from ..widgets import choice, forget, integer
 
 POOLING_NAMES = {"max": "max (the strongest weight in each tile)", "mean": "mean (the average weight of each tile)"}
@@ -88,7 +89,10 @@ def zoom(n_queries: int, n_keys: int) -> tuple[range, range]:
         k0 = integer("First key", 0, n_keys - 1, "head_long_k0", 0)
         k1 = integer("Last key", 0, n_keys - 1, "head_long_k1", n_keys - 1)
     rows, cols = clamp_region(n_queries, q0, q1), clamp_region(n_keys, k0, k1)
-    if (len(rows), len(cols)) != (n_queries, n_keys):
+    if (len(rows), len(cols)) == (n_queries, n_keys):  # the whole, as a link without ranges opens
+        for key in RANGES:
+            unremember(key)
+    else:
         st.button("Whole text", key="head_long_whole", on_click=_whole, args=(n_queries, n_keys),
                   help="Back to every query and key (double-clicking the levels heatmap does the same).")
     return rows, cols
