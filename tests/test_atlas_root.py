@@ -131,8 +131,8 @@ def test_the_build_button_leaves_a_folder_it_did_not_make_alone(root):
     assert not at.exception
     assert messages(at) == [  # errors first, then information; the atlas named, never its server path
         "foreign is not empty and was not made by `atlas build`: choose a new or empty folder",
-        "No finished atlas named foreign yet. Build one here (probes, ~1 min per 1,000 sentences on 2 cores) "
-        "or with `python -m attention_viz atlas build`."]
+        "No finished atlas named foreign yet. Build one here from the probes (the page shows its progress and opens "
+        "the atlas when it is done) or with `python -m attention_viz atlas build`."]
     assert (foreign / "pending" / "keep.txt").read_text() == "precious"
     assert sorted(p.name for p in foreign.iterdir()) == ["pending"]  # no log, no marker, no manifest
 

@@ -1,8 +1,7 @@
-// Heatmaps on a narrow screen (a phone): the colour bar stays beside the matrix but thin, with small
-// numbers and no title (the subtitle and hover name the quantity), the row axis drops its title, and
-// the token labels are thinned to what the width holds (hover still names every cell), so the matrix
-// gets the width. Wide screens are left as the server drew them. Installed once per window,
-// re-applied as charts come and go.
+// Narrow heatmaps: token labels thinned to what the width holds (hover still names every cell); on a
+// phone also a thin colour bar with small numbers and no title (the subtitle and hover name the
+// quantity) and no row-axis title, so the matrix gets the width. Wide charts are left as drawn.
+// Installed once per window, re-applied as charts come and go.
 (() => {
   if (window.__attentionVizNarrowCharts) return;
   window.__attentionVizNarrowCharts = true;
@@ -15,20 +14,26 @@
     const keep = (_, i) => i % every === 0;
     return { vals: axis.tickvals.filter(keep), text: (axis.ticktext || axis.tickvals).filter(keep) };
   };
+  const PHONE = 640;   // px of window: below it the colour bar and the row title give the matrix their room
   const adapt = chart => {
     const width = chart.clientWidth;
     if (!width || width >= NARROW || !window.Plotly || !chart.data || chart.__attentionVizNarrow === chart.data) return;
+    const phone = window.innerWidth < PHONE;
     const traces = chart.data.map((trace, i) => [trace, i]).filter(([t]) => t.type === "heatmap" && t.showscale !== false);
     if (!traces.length) return;
     chart.__attentionVizNarrow = chart.data;  // this figure is done; a new one from the server is adapted again
     const size = chart._fullLayout && chart._fullLayout._size;
-    const update = { "margin.r": 8, "yaxis.title.text": "" };
+    // on a wide page a narrow chart (one of a side-by-side pair) keeps its margins and colour bar:
+    // only its labels are thinned
+    const update = phone ? { "margin.r": 8, "yaxis.title.text": "" } : {};
     const x = thinned(chart.layout.xaxis, size ? size.w : width), y = thinned(chart.layout.yaxis, size ? size.h : width);
     if (x) Object.assign(update, { "xaxis.tickvals": x.vals, "xaxis.ticktext": x.text });
     if (y) Object.assign(update, { "yaxis.tickvals": y.vals, "yaxis.ticktext": y.text });
-    window.Plotly.restyle(chart, { "colorbar.thickness": 8, "colorbar.title.text": "", "colorbar.tickfont.size": 9,
-                                   "colorbar.xpad": 4 }, traces.map(([, i]) => i));
-    window.Plotly.relayout(chart, update);
+    if (phone) {
+      window.Plotly.restyle(chart, { "colorbar.thickness": 8, "colorbar.title.text": "", "colorbar.tickfont.size": 9,
+                                     "colorbar.xpad": 4 }, traces.map(([, i]) => i));
+    }
+    if (Object.keys(update).length) window.Plotly.relayout(chart, update);
   };
   let pending = null;
   const adaptAll = () => document.querySelectorAll(".js-plotly-plot").forEach(adapt);

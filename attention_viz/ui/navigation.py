@@ -49,10 +49,9 @@ def landing() -> None:
     """Three lines for someone who has never seen the app."""
     st.markdown(
         "**What this is:** every attention head of a Transformer, on a sentence you type in the sidebar "
-        "(on a phone, the **»** at the top left opens it).  \n"
+        "(on a phone, the **»** at the top left opens it); *Learn* there walks through how attention works, "
+        "*Explore* inspects a model.  \n"
         "**How to read a heatmap:** a row is the token *looking* (the query), a column the token "
-        "*looked at* (the key); with attention weights, each row sums to 1.  \n"
-        "**Two ways in:** *Learn* walks from the formulas through one head, positions, the causal "
-        "mask and encoder–decoder; *Explore* shows any head, all heads, token pairs and layers. "
-        "This view opens on the head where “it” attends most to “animal”."
+        "*looked at* (the key); with attention weights, each row sums to 1. This view opens on the head "
+        "where “it” attends most to “animal”."
     )
