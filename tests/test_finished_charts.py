@@ -134,3 +134,8 @@ def test_in_the_dark_theme_the_pages_heatmaps_start_from_its_background(dark_pag
     for view in ("layers", "head"):  # the landing view too
         at = switch_view(at, view)
         assert all(BACKGROUND[True] in str(c["data"][0]["colorscale"]) for c in charts(at)), view
+    for view in ("compare", "basics", "grid"):  # their token heatmaps (the grid: the enlarged head)
+        at = switch_view(at, view)
+        shown = [c for c in charts(at) if c["data"][0]["type"] == "heatmap" and c["data"][0].get("colorscale")
+                 and "key" in str(c["layout"].get("xaxis", {}).get("title", ""))]
+        assert shown and all(BACKGROUND[True] in str(c["data"][0]["colorscale"]) for c in shown), view

@@ -24,6 +24,7 @@ from ...core.result import AttentionResult
 from ..widgets import choice, integer, number
 from .. import cache
 from ..export import SYNTHETIC, chart, drawn_from
+from ..theme import dark
 
 D_KS = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
 
@@ -106,15 +107,17 @@ def scoring() -> None:
         else:
             _chart(cache.figure(attention_heatmap,
                                 example["dot_scores"], queries, keys, title="scores q·k / √d", diverging=True,
-                                colorbar_title="score", hover=score_hover), "basics_dot_scores")
-            _chart(cache.figure(attention_heatmap, example["dot_pattern"], queries, keys, title="softmax weights"),
+                                colorbar_title="score", hover=score_hover, dark=dark()), "basics_dot_scores")
+            _chart(cache.figure(attention_heatmap, example["dot_pattern"], queries, keys, title="softmax weights",
+                                dark=dark()),
                    "basics_dot_pattern")
     with right:
         st.markdown("**Additive**")
         _chart(cache.figure(attention_heatmap,
                             example["additive_scores"], queries, keys, title="scores wᵥᵀ tanh(W_q q + W_k k)",
-                            diverging=True, colorbar_title="score", hover=score_hover), "basics_add_scores")
-        _chart(cache.figure(attention_heatmap, example["additive_pattern"], queries, keys, title="softmax weights"),
+                            diverging=True, colorbar_title="score", hover=score_hover, dark=dark()), "basics_add_scores")
+        _chart(cache.figure(attention_heatmap, example["additive_pattern"], queries, keys, title="softmax weights",
+                            dark=dark()),
                "basics_add_pattern")
     st.caption(
         "Additive scores are bounded (tanh lies between −1 and 1, so a score is at most Σ|wᵥ|), which is why "

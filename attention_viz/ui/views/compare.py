@@ -22,6 +22,7 @@ from ..tables import follow, head_table
 from ..inputs import EXAMPLES, MAX_TEXT
 from ..widgets import choice, text
 from ..export import chart, drawn_from
+from ..theme import dark
 
 TIRED = EXAMPLES["Coreference — tired (it → animal)"]
 WIDE = EXAMPLES["Coreference — wide (it → street)"]
@@ -46,7 +47,7 @@ def heatmap(shown: Displayed, weighed: Weighted, title: str, top: float | None,
     """One of a pair: ``top`` is the pair's shared colour range; the title and colour bar name the
     weighting; ``starts``: the positions of the first query and key drawn (a single row)."""
     return attention_heatmap(shown.matrix, shown.query_labels, shown.key_labels, zmax=top, starts=starts,
-                             title=f"{title}{weighed.suffix}", colorbar_title=weighed.quantity,
+                             title=f"{title}{weighed.suffix}", colorbar_title=weighed.quantity, dark=dark(),
                              hover=f"query %{{y}}<br>key %{{x}}<br>{weighed.quantity} %{{z:.4f}}<extra></extra>")
 
 
@@ -107,7 +108,7 @@ def two_sentences(weighed: Weighted, text_b: str, key: str) -> None:
         return
     chart(st,
         attention_heatmap(difference(a.matrix, b.matrix), merged_labels(a.query_labels, b.query_labels),
-                          merged_labels(a.key_labels, b.key_labels), diverging=True,
+                          merged_labels(a.key_labels, b.key_labels), diverging=True, dark=dark(),
                           title=f"A − B (red: A attends more){weighed.suffix}", colorbar_title="A − B"),
         key=f"{key}_diff",
     )

@@ -15,6 +15,7 @@ from .. import cache
 from ..controls import attention_picker, layer_head_picker, weigh, weighting_picker
 from ..tables import clicked_tile, follow, head_table
 from ..export import chart, figure_downloads
+from ..theme import dark
 from ..level_canvas import long_heatmap_chart
 from . import long_grid, long_head
 
@@ -57,6 +58,6 @@ def render(result: AttentionResult) -> None:
                    "range it stands for). The Head view zooms into any region of this head, down to exact values.")
         return
     enlarged = cache.figure(attention_heatmap, pattern, list(query_tokens.labels), list(key_tokens.labels),
-                            title=title, colorbar_title=weighed.quantity,
+                            title=title, colorbar_title=weighed.quantity, dark=dark(),
                             hover=f"query %{{y}}<br>key %{{x}}<br>{weighed.quantity} %{{z:.4f}}<extra></extra>")
     chart(st, enlarged, key="grid_enlarged")
