@@ -156,3 +156,40 @@ def test_rotary_angles_are_made_once_per_length_with_the_same_bits(monkeypatch):
         model(ids)
     model(ids).sum().backward()  # the shared cos/sin are no inference tensors
     assert model.decoder.layers[0].self_attn.w_q.weight.grad is not None
+
+
+def test_layers_that_do_not_fit_beside_the_kept_ones_move_the_lowest_to_host_memory():
+    """The room the memory plan makes before each layer: asked with the bytes kept on the device, the
+    lowest layers move out until as many have gone; every read is unchanged, a moved head comes back."""
+    model, ids = decoder(None), torch.randint(0, 50, (1, LENGTH))
+    asked = []
+
+    def room(layer: int, movable: int) -> int:
+        asked.append((layer, movable))
+        return 1 if layer >= 1 else 0  # one byte short from layer 1 on: one layer moves each time
+
+    plain = longcontext.queries_and_keys(model, ids, on_device=True)
+    kept = longcontext.queries_and_keys(model, ids, on_device=True, room=room)
+    layer_bytes = sum(t.nbytes for t in plain.layer(0))
+    kept.normalizers(2)
+    assert kept.moved == [0, 1]
+    assert asked == [(0, 0), (1, layer_bytes), (2, layer_bytes)]  # layer 0 had gone when layer 2 was asked
+    for layer in range(3):
+        for head in range(4):
+            for mine, theirs in zip(kept.head(layer, head), plain.head(layer, head), strict=True):
+                assert torch.equal(mine, theirs)
+        np.testing.assert_array_equal(kept.normalizers(layer), plain.normalizers(layer))
+
+
+def test_a_room_that_refuses_stops_the_layer_before_it_runs():
+    from attention_viz.errors import ModelError
+
+    def room(layer: int, movable: int) -> int:
+        if layer == 1:
+            raise ModelError("layer 1 does not fit")
+        return 0
+
+    kept = longcontext.queries_and_keys(decoder(None), torch.randint(0, 50, (1, LENGTH)), room=room)
+    kept.normalizers(0, 0)  # the landing needs layer 0 alone
+    with pytest.raises(ModelError, match="layer 1 does not fit"):
+        kept.head(1, 0)

@@ -21,7 +21,8 @@ from attention_viz.cli import main
 from attention_viz.errors import ModelError
 from attention_viz.runtime import memory_plan
 from attention_viz.runtime.memory_plan import (
-    GB, HEADROOM, check_capture, check_long, free_bytes, largest_length, plan_capture, plan_long,
+    GB, HEADROOM, check_capture, check_long, free_bytes, largest_length, layer_room, long_bytes, plan_capture,
+    plan_long,
 )  # fmt: skip
 
 
@@ -144,3 +145,20 @@ def test_the_command_line_refuses_in_one_line(backend, monkeypatch, capsys, tmp_
     assert code == 2 and "\n" not in error and "Traceback" not in error and not (tmp_path / "r.npz").exists()
     needed, free, longest = numbers(error)
     assert free == 0.0 and needed > 0.01 and 0 < longest < 600  # 3 MB free is 0.00 GB
+
+
+def test_the_long_path_is_planned_a_layer_at_a_time(backend):
+    """The landing needs one layer's q/k; each further layer is planned with what is free then: no room
+    needed while it fits, the bytes short where moving kept layers to host memory would do, else a refusal
+    with the numbers."""
+    model, length = backend.model, 3000
+    one = plan_long(model, length, free=10**12)
+    assert one.kept == long_bytes(model, length, 1) < plan_long(model, length, free=10**12, layers=None).kept
+    room = layer_room(model, "llama", length, free=lambda: 10**12)
+    assert room(1, 0) == 0
+    tight = int(one.needed / HEADROOM) - 1000  # a few hundred bytes short of one more layer
+    room = layer_room(model, "llama", length, free=lambda: tight)
+    assert 0 < room(1, 10**6) <= 1000
+    with pytest.raises(ModelError, match=r"llama: reading layer 1 of 3000 tokens blockwise needs about .* GB is "
+                                         r"free.*at most \d+ tokens fit \(earlier layers' q/k moved"):
+        room(1, 10)

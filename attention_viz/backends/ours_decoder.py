@@ -33,7 +33,7 @@ from ..core.names import Group
 from ..core.result import AttentionResult
 from ..core.provenance import run_of
 from ..inputs.tokens import Tokens, load_tokenizer, tokenize
-from ..runtime.memory_plan import check_capture, check_long
+from ..runtime.memory_plan import check_capture, check_long, layer_room
 from ..weights.gpt2 import build_gpt2, gpt2_config
 from ..weights.llama import build_llama, llama_config
 from ..weights.neox import build_neox, neox_config
@@ -191,8 +191,9 @@ class OursDecoderBackend(Backend):
     def long_input(self, tokens: Tokens, dropped: int = 0) -> LongInput:
         if not self.can_read_long:
             return super().long_input(tokens, dropped)
-        check_long(self.model, self.name, len(tokens))
-        kept = queries_and_keys(self.model, input_ids(self.model, tokens.ids))  # layers run as views ask
+        check_long(self.model, self.name, len(tokens))  # the first layer a view reads; the others as they come
+        room = layer_room(self.model, self.name, len(tokens))
+        kept = queries_and_keys(self.model, input_ids(self.model, tokens.ids), room=room)  # layers run as views ask
         return LongInput(self.name, tokens, kept, dropped, passes_for(kept))
 
     def meta(self, dropped: int) -> dict:

@@ -21,6 +21,11 @@ runs the same kernel a block of queries at a time over the band of keys that blo
 [r0 − W + 1, r1), with an additive mask of that band: B × (B + W − 1) logits per block, O(T·W) in
 all, and the normalizers come back over the band only, as the patterns need them.
 
+A layer is made only where it fits: before making one, the long path asks its ``room`` (the memory
+plan's :func:`attention_viz.runtime.memory_plan.layer_room`) how many bytes of the q/k kept on a GPU
+must leave first, and moves the lowest layers to host memory until they have; a view reading one of
+their heads copies that head's q and k back (8B shape, 128k tokens: 64 MB a head).
+
 On a GPU (``on_device``, the default when the model's weights are not on the CPU) the q/k stay
 there, in the model's dtype, for :mod:`attention_viz.core.blockwise_torch`, the layer's output comes from
 PyTorch's public fused attention, and the normalizers from a blockwise row pass on the device
@@ -31,6 +36,7 @@ that hands them back.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -110,9 +116,12 @@ class DecoderQueriesKeys:
     layer twice nor see one half made. It holds the (shared) model: the page keeps a few inputs only.
 
     ``on_device`` (default: the weights are not on the CPU): q/k kept as tensors in the model's dtype
-    where the model runs, for the torch passes, instead of float32 numpy on the host."""
+    where the model runs, for the torch passes, instead of float32 numpy on the host. ``room``: asked
+    before each layer's q/k are made, with the layer and the bytes of q/k kept on the device, how many
+    of those bytes must move to host memory first (it raises where even that would not do)."""
 
-    def __init__(self, model: Transformer, ids: torch.Tensor, on_device: bool | None = None) -> None:
+    def __init__(self, model: Transformer, ids: torch.Tensor, on_device: bool | None = None,
+                 room: Callable[[int, int], int] | None = None) -> None:  # fmt: skip
         config = model.config
         if config.shape != "decoder-only" or model.decoder is None:
             raise ModelError("long inputs need a decoder-only model")
@@ -128,6 +137,8 @@ class DecoderQueriesKeys:
         self._q: list[np.ndarray | torch.Tensor | None] = [None] * self.n_layers
         self._k: list[np.ndarray | torch.Tensor | None] = [None] * self.n_layers
         self._lse: list[dict[int, np.ndarray]] = [{} for _ in range(self.n_layers)]  # head → (T,)
+        self._room = room
+        self.moved: list[int] = []  # layers whose q/k were moved to host memory to make room, in order
         self._lock = threading.Lock()
         with torch.inference_mode():
             self._x: torch.Tensor | None = self._decoder.embed(ids)  # (1, T, d_model) entering the frontier
@@ -143,7 +154,10 @@ class DecoderQueriesKeys:
 
     def head(self, layer: int, head: int) -> tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor]:
         q, k = self.layer(layer)
-        return q[head], k[head // (q.shape[0] // k.shape[0])]
+        q, k = q[head], k[head // (q.shape[0] // k.shape[0])]
+        if self.on_device:  # a layer moved to host memory: this head back on the device (else a no-op)
+            return q.to(self.device, non_blocking=True), k.to(self.device, non_blocking=True)
+        return q, k
 
     def normalizers(self, layer: int, head: int | None = None) -> np.ndarray:
         heads = range(self.n_heads) if head is None else [head]
@@ -160,6 +174,8 @@ class DecoderQueriesKeys:
         while self._frontier < layer:
             self._finish()
         if self._q[layer] is None:
+            if self._room is not None:
+                self._make_room(self._room(layer, self._on_device_bytes()))
             attn_sub, attn = self._decoder.layers[layer].sublayers[0], self._decoder.layers[layer].self_attn
             attn_in = attn_sub.norm(self._x) if attn_sub.pre_norm else self._x  # parallel residual is pre-LN too
             q, k = _queries_keys(attn, attn_in)
@@ -169,6 +185,30 @@ class DecoderQueriesKeys:
                 self._x = None
             else:
                 self._v = attn.split_heads(attn.w_v(attn_in), attn.h_kv)
+
+    def _on_device_bytes(self) -> int:
+        """Bytes of q/k kept on the device that could move to host memory (none when kept on the host)."""
+        if not self.on_device:
+            return 0
+        return sum(self._q[i].nbytes + self._k[i].nbytes for i in range(self.n_layers)
+                   if self._q[i] is not None and i not in self.moved)  # fmt: skip
+
+    def _make_room(self, needed: int) -> None:
+        """Move the lowest layers' q/k kept on the device to host memory (pinned: a head comes back at
+        the bus's full speed) until ``needed`` bytes have left it (lock held)."""
+        for i in range(self.n_layers):
+            if needed <= 0:
+                return
+            if self._q[i] is None or i in self.moved or not self.on_device:
+                continue
+            needed -= self._q[i].nbytes + self._k[i].nbytes
+            self._k[i], self._q[i] = self._to_host(self._k[i]), self._to_host(self._q[i])  # q last, as in _reach
+            self.moved.append(i)
+
+    @staticmethod
+    def _to_host(x: torch.Tensor) -> torch.Tensor:
+        host = torch.empty(x.shape, dtype=x.dtype, pin_memory=x.is_cuda)
+        return host.copy_(x)
 
     def _kept(self, x: torch.Tensor) -> np.ndarray | torch.Tensor:
         """A copy of ``x`` the model's later layers cannot touch: on the device in the dtype the
@@ -219,7 +259,9 @@ class DecoderQueriesKeys:
         self._x, self._v, self._contexts, self._frontier = x, None, {}, i + 1
 
 
-def queries_and_keys(model: Transformer, ids: torch.Tensor, on_device: bool | None = None) -> DecoderQueriesKeys:
+def queries_and_keys(model: Transformer, ids: torch.Tensor, on_device: bool | None = None,
+                     room: Callable[[int, int], int] | None = None) -> DecoderQueriesKeys:  # fmt: skip
     """ids (1, T) through a decoder-only model, layer by layer as views ask; ModelError for what this
-    path cannot run. ``on_device``: q/k kept as tensors where the model runs (default off the CPU)."""
-    return DecoderQueriesKeys(model, ids, on_device)
+    path cannot run. ``on_device``: q/k kept as tensors where the model runs (default off the CPU);
+    ``room``: see :class:`DecoderQueriesKeys`."""
+    return DecoderQueriesKeys(model, ids, on_device, room)

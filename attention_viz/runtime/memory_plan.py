@@ -11,9 +11,14 @@ The estimate is a sum of the tensors the run holds at its peak, from the model's
   and a block of next-token logits; an eager capture adds that layer's float32 scores and softmax
   (h × T² each) and the boolean mask; the long path adds one block of its blockwise passes instead;
 * kept: what outlives each layer — a full capture's arrays (pattern and scores layers × h × T² × 4
-  bytes each, q/context layers × h × T × d_k × 4, k/v per K/V head), or the long path's q/k of every
-  layer, layers × (h + h_kv) × T × d_k × (4 on the CPU, the model's element size on a GPU), and its
+  bytes each, q/context layers × h × T × d_k × 4, k/v per K/V head), or the long path's q/k,
+  (h + h_kv) × T × d_k × (4 on the CPU, the model's element size on a GPU) per layer, and its
   normalizers.
+
+The long path runs layers as views ask (core/longcontext.py), so it is planned a layer at a time: the
+head view's landing needs layer 0 alone; before each further layer :func:`layer_room` asks again, with
+what is then free, and where one more layer does not fit beside the layers kept on a GPU it has the
+lowest of them moved to host memory (8B shape, 128k tokens: 1.3 GB of q/k a layer, 43 GB for 32).
 
 A part of the free memory is left aside (:data:`HEADROOM`) for what the sum leaves out: the allocator's
 rounding and fragmentation, kernels' workspaces.
@@ -128,10 +133,10 @@ def capture_bytes(model: Transformer, length: int, kinds: Collection[str] | None
     return layers * (square + rows) * FLOAT32
 
 
-def long_bytes(model: Transformer, length: int) -> int:
-    """What the long path keeps: every layer's q and k (in the model's dtype on a GPU, float32 numpy
-    on the CPU) and each head's float32 normalizers."""
-    config, layers = model.config, _layers(model)
+def long_bytes(model: Transformer, length: int, layers: int | None = None) -> int:
+    """What the long path keeps for ``layers`` layers (None: every layer): their q and k (in the
+    model's dtype on a GPU, float32 numpy on the CPU) and each head's float32 normalizers."""
+    config, layers = model.config, _layers(model) if layers is None else layers
     element = FLOAT32 if next(model.parameters()).device.type == "cpu" else _element(model)
     return layers * ((config.h + config.kv_heads) * length * config.d_k * element + config.h * length * FLOAT32)
 
@@ -153,9 +158,11 @@ def plan_capture(model: Transformer, length: int, kinds: Collection[str] | None 
 
 
 def plan_long(model: Transformer, length: int, free: int | None = None,
-              device: torch.device | None = None) -> MemoryPlan:  # fmt: skip
-    """The long path (core/longcontext.py) over ``length`` tokens, every layer asked for."""
-    return _plan(model, length, free, activation_bytes(model, length, False), long_bytes(model, length), device)
+              device: torch.device | None = None, layers: int | None = 1) -> MemoryPlan:  # fmt: skip
+    """The long path (core/longcontext.py) over ``length`` tokens keeping ``layers`` layers' q/k (1:
+    the next layer a view asks for, beside what the device already holds; None: every layer at once)."""
+    kept = long_bytes(model, length, layers)
+    return _plan(model, length, free, activation_bytes(model, length, False), kept, device)
 
 
 def largest_length(plan: Callable[[int], MemoryPlan], limit: int) -> int:
@@ -188,9 +195,31 @@ def check_capture(model: Transformer, name: str, length: int, kinds: Collection[
 
 
 def check_long(model: Transformer, name: str, length: int, free: int | None = None) -> MemoryPlan:
-    """:func:`plan_long`, or a ModelError with the numbers when it does not fit."""
+    """:func:`plan_long` of the first layer a view reads, or a ModelError with the numbers when it
+    does not fit."""
     plan = plan_long(model, length, free)
     if plan.fits:
         return plan
     longest = largest_length(lambda n: plan_long(model, n, plan.free), length)
     raise _refuse(name, f"reading {length} tokens blockwise", plan, longest)
+
+
+def layer_room(model: Transformer, name: str, length: int,
+               free: Callable[[], int] | None = None) -> Callable[[int, int], int]:  # fmt: skip
+    """The long path's question before it makes another layer's q/k, given the layer and the bytes of
+    q/k it keeps on a GPU (``movable``): how many of those bytes must first go to host memory (0: none).
+    ModelError with the numbers where that layer does not fit even with every kept one moved.
+    ``free``: the device's free bytes now (default: asked of the device where the model is)."""
+    device = next(model.parameters()).device
+
+    def room(layer: int, movable: int) -> int:
+        plan = plan_long(model, length, free_bytes(device) if free is None else free())
+        short = max(0, plan.needed - int(HEADROOM * plan.free))
+        if short <= movable:
+            return short
+        freed = plan_long(model, length, plan.free + movable)  # every kept layer moved to the host
+        longest = largest_length(lambda n: plan_long(model, n, freed.free), length)
+        raise _refuse(name, f"reading layer {layer} of {length} tokens blockwise", freed, longest,
+                      f" (earlier layers' q/k moved to host memory counted as free)" if movable else "")
+
+    return room
