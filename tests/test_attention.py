@@ -125,3 +125,58 @@ def test_the_scaled_product_without_gradients_equals_the_plain_one(q_shape, k_sh
         scores = query_key_products(q, k, 0.25)
     assert scores.shape == plain.shape and scores.is_contiguous()
     torch.testing.assert_close(scores, plain)
+
+
+def square_attention(q, k, v, mask):
+    """The whole (T, T) square, as a capture that keeps the scores computes it."""
+    return scaled_dot_product_attention(q, k, v, mask, keep_scores=True)
+
+
+@pytest.mark.parametrize(("length", "window", "kv_heads"), [(600, None, 4), (513, None, 2), (700, 100, 1), (257, 300, 4)])
+def test_the_causal_blocks_give_the_whole_squares_numbers(length, window, kv_heads):
+    """A capture that keeps no scores computes a causal self-attention a block of queries at a time,
+    skipping the keys after each block: the same weights, zeros above the diagonal, the same context
+    (windowed, grouped-query, lengths off the block size)."""
+    from attention_viz.core import attention
+
+    q, k, v = torch.randn(1, 4, length, 16), torch.randn(1, kv_heads, length, 16), torch.randn(1, kv_heads, length, 16)
+    mask = causal_mask(length)[None, None]
+    if window is not None:
+        mask = mask & attention.sliding_window_mask(length, window)
+    assert attention._sees_no_later_key(q, k, mask)
+    whole = square_attention(q, k, v, mask)
+    blocks = scaled_dot_product_attention(q, k, v, mask, keep_scores=False)
+    assert blocks.scores is None
+    assert (blocks.pattern - whole.pattern).abs().max() <= 1e-7
+    assert torch.equal(blocks.pattern.triu(1), torch.zeros_like(blocks.pattern))
+    assert (blocks.pattern.sum(-1) - 1).abs().max() <= 1e-5
+    assert (blocks.context - whole.context).abs().max() <= 1e-5
+    theirs = F.scaled_dot_product_attention(q, k.repeat_interleave(4 // kv_heads, 1),
+                                            v.repeat_interleave(4 // kv_heads, 1), attn_mask=mask)  # fmt: skip
+    assert (blocks.context - theirs).abs().max() <= 1e-5
+
+
+def test_the_causal_blocks_read_bfloat16_in_float32():
+    q, k, v = (torch.randn(1, 2, 400, 16, dtype=torch.bfloat16) for _ in range(3))
+    mask = causal_mask(400)
+    blocks = scaled_dot_product_attention(q, k, v, mask, keep_scores=False)
+    whole = square_attention(q, k, v, mask)
+    assert blocks.pattern.dtype == torch.float32 and blocks.context.dtype == torch.bfloat16
+    assert (blocks.pattern - whole.pattern).abs().max() <= 1e-7
+    assert (blocks.context.float() - whole.context.float()).abs().max() <= 1e-2
+
+
+def test_masks_that_show_a_later_key_or_hide_a_whole_row_take_the_whole_square():
+    from attention_viz.core.attention import _sees_no_later_key
+
+    q = k = torch.randn(2, 2, 300, 8)
+    causal = causal_mask(300)
+    assert _sees_no_later_key(q, k, causal)
+    assert not _sees_no_later_key(q, k, torch.ones(300, 300, dtype=torch.bool))  # an encoder's
+    padded = causal[None, None] & padding_mask([300, 200])[:, None]  # (2, 1, 300, 300): one per sequence
+    assert not _sees_no_later_key(q, k, padded)
+    hidden_row = causal.clone()
+    hidden_row[5, :] = False
+    assert not _sees_no_later_key(q, k, hidden_row)
+    assert not _sees_no_later_key(q[..., :100, :], k[..., :100, :], causal_mask(100))  # one block: no gain
+    assert not _sees_no_later_key(q.requires_grad_(), k, causal)
