@@ -1,9 +1,11 @@
 """Real model shapes on one GPU (issue 33), measured side by side: ``python -m benchmarks.gpu``.
 
     python -m benchmarks.gpu --shape llama-8b --tokens 8192 32768 131072 --doc docs/performance.md
+    python -m benchmarks.gpu --shape gpt2-small --device cpu --tokens 1024 2048 4096 --every-head-up-to 0
     python -m benchmarks.gpu --shape tiny --device cpu --tokens 64 200 --out rows.json   # the CPU smoke test
 
-The weights are random, seeded, of a real model's shape (Llama-3.2-1B, Llama-3.1-8B, or a tiny one):
+The weights are random, seeded, of a real model's shape (Llama-3.2-1B, Llama-3.1-8B, a Llama of
+GPT-2-small's size for the CPU's full-capture floor, or a tiny one):
 drawn tensor by tensor on the device and in the dtype as our loader reads them, so no float32 copy of
 the model ever sits in host memory. This measures cost, not meaning. Rotary positions are Llama's
 unscaled ones at θ = 500000 (Llama 3.1's frequency rescaling is not in our model and costs the same).
@@ -72,11 +74,14 @@ SHAPES = {
                  "intermediate_size": 8192, "vocab_size": 128256, "tie_word_embeddings": True},  # Llama-3.2-1B
     "llama-8b": {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
                  "intermediate_size": 14336, "vocab_size": 128256, "tie_word_embeddings": False},  # Llama-3.1-8B
+    "gpt2-small": {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12, "num_key_value_heads": 12,
+                   "intermediate_size": 3072, "vocab_size": 50257, "tie_word_embeddings": True},  # GPT-2 small's sizes
     "tiny": {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
              "intermediate_size": 128, "vocab_size": 1000, "tie_word_embeddings": False},  # the CPU smoke test
 }  # fmt: skip
 MAX_POSITIONS = 131072  # Llama 3.1's and 3.2's longest input
 STD = 0.02  # transformers' initializer_range for Llama
+FULL_CAPTURE_UP_TO = 4096  # tokens up to which a full capture should cost at most 1.2× the SDPA forward
 LANDING = (0, 0)  # the head view opens on layer 0, head 0 (ui/controls.layer_head_choice's defaults)
 THUMB = 40  # the all-heads grid's thumbnail side (figures/grid.py's, not imported: that module loads Plotly)
 CHEAP = 2.0  # seconds: a longer call is measured once (its warm-up), so the large shapes fit in minutes
@@ -381,6 +386,12 @@ def floors(report: dict) -> list[dict]:
             works = ran and all(r["seconds"] is not None for r in ran)
             over = max(r["peak_gb"] for r in ran) - report["weights_gb"] if works else None
             check("8B shape, 128k tokens: works, peak device memory above the weights", over, 40.0, "GB")
+    for n in (n for n in report["tokens"] if n <= FULL_CAPTURE_UP_TO and report["shape"] != "tiny"):
+        ours, floor = _find(report, ROWS[4], n), _find(report, ROWS[6], n)
+        if ours is None or floor is None:
+            continue
+        ratio = ours["seconds"] / floor["seconds"] if ours["seconds"] is not None and floor["seconds"] else None
+        check(f"{n:,} tokens: every pattern captured / SDPA forward", ratio, 1.2, "×")
     if report["shape"] == "llama-1b" and 2048 in report["tokens"]:
         ours, floor = _find(report, ROWS[4], 2048)["seconds"], _find(report, ROWS[6], 2048)["seconds"]
         ratio = ours / floor if ours is not None and floor else None

@@ -41,17 +41,18 @@ def document(tables: str, old: str = "") -> str:
     return _with_section(INTRO + body + "\n", GPU_HEADING, "\n".join(old.splitlines()[found[0] + 1 : found[1]]))
 
 
-GPU_HEADING = "## Real model shapes on one GPU"
+GPU_HEADING = "## Real model shapes: long inputs and full capture"
 GPU_INTRO = """
-<!-- Written by `make gpu-check` (python -m benchmarks.gpu --doc docs/performance.md) on a machine with CUDA,
-one table per model shape; `make bench` keeps it as it is. Do not edit by hand: run it again. -->
+<!-- Written by python -m benchmarks.gpu --doc docs/performance.md, one table per model shape and device:
+`make gpu-check` on a machine with CUDA (the Llama 1B and 8B shapes), `make bench` on the CPU (a Llama of
+GPT-2-small's size). Do not edit by hand: run it again. -->
 
-Random weights of the real shapes in bfloat16 (this measures cost, not meaning). *ours* rows are what the
-app does with a text longer than a capture: the head view's landing heatmap (the forward up to the landing
-layer and one head's overview), another head of that layer, one layer's grid, every head of the model; and
-the ordinary capture of every pattern, where the memory plan lets it run. *transformers* runs the same
-weights: eager with `output_attentions`, and the SDPA forward (the floor). Peak memory is the CUDA
-allocator's, weights included.
+Random weights of the real shapes (this measures cost, not meaning), bfloat16 on a GPU, float32 on the
+CPU. *ours* rows are what the app does with a text longer than a capture: the head view's landing heatmap
+(the forward up to the landing layer and one head's overview), another head of that layer, one layer's
+grid, every head of the model; and the ordinary capture of every pattern, where the memory plan lets it
+run. *transformers* runs the same weights: eager with `output_attentions`, and the SDPA forward (the
+floor). Peak memory is the CUDA allocator's, weights included (on the CPU: the growth of peak RSS).
 """
 
 

@@ -102,8 +102,13 @@ def test_floors_mark_what_was_missed_and_what_did_not_run():
     assert gpu.floors(report_of("llama-8b", rows))[-1]["value"] is None  # did not work: missed
     assert not gpu.floors(report_of("llama-8b", rows))[-1]["ok"]
     capture = {(gpu.ROWS[4], 2048): (0.9, 30.0, ""), (gpu.ROWS[6], 2048): (0.5, 5.0, "")}
-    (ratio,) = gpu.floors(report_of("llama-1b", capture))
+    full, ratio = gpu.floors(report_of("llama-1b", capture))
     assert ratio["value"] == pytest.approx(1.8) and not ratio["ok"]
+    assert full["what"] == "2,048 tokens: every pattern captured / SDPA forward" and not full["ok"]  # ≤ 1.2×
+    capture = {(gpu.ROWS[4], 4096): (5.5, 9.0, ""), (gpu.ROWS[6], 4096): (5.0, 0.1, ""),
+               (gpu.ROWS[4], 8192): (None, None, "refused: …"), (gpu.ROWS[6], 8192): (9.0, 0.1, "")}  # fmt: skip
+    (full,) = gpu.floors(report_of("gpt2-small", capture))  # up to 4k tokens only
+    assert full["value"] == pytest.approx(1.1) and full["ok"] and full["limit"] == 1.2
     assert gpu.floors(report_of("llama-1b", {(gpu.ROWS[4], 1024): (0.1, 1.0, "")})) == []  # 2k not measured
 
 
