@@ -11,8 +11,8 @@ the model ever sits in host memory. This measures cost, not meaning. Rotary posi
 unscaled ones at θ = 500000 (Llama 3.1's frequency rescaling is not in our model and costs the same).
 transformers' LlamaModel reads the very same tensors (shared: one copy of the weights on the device).
 
-Rows, at each token count, each with wall seconds (the device synchronized; the median of a few calls
-after a warm-up when a call is cheap, else the one call) and peak memory (CUDA: the allocator's
+Rows, at each token count, each with wall seconds (the device synchronized, after a warm-up: the median
+of a few calls when a call is cheap, else one; a warm-up past EXPENSIVE is the one call) and peak memory (CUDA: the allocator's
 ``max_memory_allocated``, weights included; the CPU: growth of the process's peak RSS):
 
 * ours: landing heatmap — what the head view does with a long text (ui/views/long_head.py): the
@@ -84,7 +84,8 @@ STD = 0.02  # transformers' initializer_range for Llama
 FULL_CAPTURE_UP_TO = 4096  # tokens up to which a full capture should cost at most 1.2× the SDPA forward
 LANDING = (0, 0)  # the head view opens on layer 0, head 0 (ui/controls.layer_head_choice's defaults)
 THUMB = 40  # the all-heads grid's thumbnail side (figures/grid.py's, not imported: that module loads Plotly)
-CHEAP = 2.0  # seconds: a longer call is measured once (its warm-up), so the large shapes fit in minutes
+CHEAP = 2.0  # seconds: a longer call is measured once after its warm-up, not REPEATS times
+EXPENSIVE = 20.0  # seconds: a longer warm-up is the one measurement, so the large shapes fit in minutes
 REPEATS = 3
 PEAKS = {False: "peak device memory (the CUDA allocator's, weights included)",
          True: "the growth of the process's peak RSS"}  # keyed by: ran on the CPU
@@ -196,8 +197,8 @@ class Meter:
 
 def measured(meter: Meter, call: Callable, setup: Callable | None = None) -> tuple[list[float], float | None]:
     """Seconds of ``call(setup())`` (``setup`` untimed; its memory counts in the peak) and the peak
-    memory of the last call: a warm-up, then REPEATS calls, unless the warm-up took longer than CHEAP
-    (then it is the one measurement)."""
+    memory of the last call: a warm-up, then REPEATS calls, or one where the warm-up took longer than
+    CHEAP; a warm-up longer than EXPENSIVE is the one measurement."""
     times, peak = [], None
     for _ in range(1 + REPEATS):
         state = setup() if setup is not None else None
@@ -208,7 +209,7 @@ def measured(meter: Meter, call: Callable, setup: Callable | None = None) -> tup
         times.append(time.perf_counter() - start)
         peak = meter.peak_gb()
         del result, state
-        if times[0] > CHEAP:
+        if times[0] > EXPENSIVE or (len(times) > 1 and times[0] > CHEAP):
             break
     return times[1:] or times, peak
 

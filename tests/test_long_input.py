@@ -166,7 +166,7 @@ def test_head_view_on_a_long_text_draws_tiles_then_exact_cells(folders):
     again.text_area(key="text").set_value(long_text(seed=1)).run()  # a new text opens on the whole of it
     assert problems(again) == [] and level_maps(again)[0][2].shape == (501, 501)
     again.text_area(key="text").set_value(text).run()
-    switch_view(again, "focus")  # the other views read a window of 1,024 tokens, and say which
+    switch_view(again, "layers")  # the other views read a window of 1,024 tokens, and say which
     assert any("(window 1 of " in info.value for info in again.info)
 
 
@@ -192,7 +192,7 @@ def test_grid_view_on_a_long_text_draws_every_head_from_its_whole_pattern(folder
 
 
 def test_the_long_views_make_no_ordinary_run_until_its_tensors_are_asked_for(folders, monkeypatch):
-    """Head and All heads draw a long text from the whole of it: the ordinary run of its first 1,024
+    """Head, All heads and Token focus draw a long text from the whole of it: the ordinary run of its first 1,024
     tokens (a forward with capture, which they never draw) is made when the downloads box is opened,
     or by a view that draws it. The whole text is tokenized once (0.3 s at 32k tokens), for telling
     that these views read it whole and for reading it."""
@@ -215,7 +215,7 @@ def test_the_long_views_make_no_ordinary_run_until_its_tensors_are_asked_for(fol
     at.session_state["long_downloads"] = True  # the box opened
     at.run()
     assert problems(at) == [] and runs == [text] and len(at.get("download_button")) == 2 and not at.warning
-    switch_view(at, "focus")  # a view that draws a window of 1,024 tokens: the run of the window's text
+    switch_view(at, "layers")  # a view that draws a window of 1,024 tokens: the run of the window's text
     assert problems(at) == [] and runs[0] == text and len(runs) == 2 and text.startswith(runs[1])
     assert any("(window 1 of " in info.value for info in at.info)
 
@@ -247,3 +247,50 @@ def test_reading_a_long_text_takes_a_heavy_slot_refused_while_the_server_is_full
         assert any("busy with other heavy work, so this head's pass" in plain(e.value) for e in busy.error)
     busy.run()
     assert problems(busy) == [] and "layer 1, head 3" in level_maps(busy)[0][0]["title"]
+
+
+def test_a_query_row_in_every_head_equals_the_captured_patterns(small):
+    """Token focus of a long text: one query's exact row in every head, numpy's and the torch twin's."""
+    from attention_viz.analysis.long_input import query_rows
+    from attention_viz.backends.long_passes import TORCH_PASSES
+
+    long, patterns = small
+    for query in (0, 345, 699):
+        rows = query_rows(long, query)
+        assert rows.shape == (2, 4, query + 1) and rows.dtype == np.float32
+        expected = np.stack([p[:, query, : query + 1] for p in patterns])
+        assert np.abs(rows - expected).max() <= 1e-5
+        assert np.abs(rows.sum(-1) - 1).max() <= 1e-5
+    twin = LongInput(long.model, long.tokens, long.kept, 0, TORCH_PASSES)
+    assert np.abs(query_rows(twin, 345) - query_rows(long, 345)).max() <= 1e-5
+    with pytest.raises(IndexError, match="query position 700 out of range for 700 tokens"):
+        query_rows(long, 700)
+
+
+def test_token_focus_on_a_long_text_reads_the_whole_of_it(folders):
+    model, text = f"hf:{folders / 'llama'}", long_text()
+    at = app(view="focus", model=model, text=text)
+    assert problems(at) == [] and not at.warning
+    assert any("this view reads all of it" in info.value for info in at.info)
+    assert any(f"{LENGTH + 1:,} tokens" in info.value for info in at.info)
+    at.slider(key="focus_long_query").set_value(2000).run()
+    at.slider(key="focus_long_key").set_value(1500).run()
+    at.slider(key="focus_layer").set_value(1).run()
+    at.select_slider(key="focus_head").set_value(3).run()
+    assert problems(at) == []
+    (heatmap,) = figures(at)
+    backend = load_backend(model)
+    long = backend.long_input(*backend.long_tokens(text))
+    q, k = long.kept.head(1, 3)
+    exact = long.passes.pattern_block(q, k, range(2000, 2001), range(2001))[0]
+    drawn = array(heatmap["data"][0]["z"])
+    assert drawn.shape == (2, 4) and abs(drawn[1, 3] - exact[1500]) <= 1e-6
+    table = at.dataframe[0].value
+    assert table["key position"].tolist() == np.argsort(-exact, kind="stable")[:10].tolist()
+    params = link(at)
+    assert {k: params.get(k) for k in ("long_query", "long_key", "layer", "head")} == {
+        "long_query": "2000", "long_key": "1500", "layer": "1", "head": "3"}
+    again = app(**params)
+    assert problems(again) == [] and np.array_equal(array(figures(again)[0]["data"][0]["z"]), drawn)
+    at.slider(key="focus_long_key").set_value(2500).run()  # after the query: zeros, and the page says why
+    assert np.all(array(figures(at)[0]["data"][0]["z"]) == 0) and any("never looks ahead" in c.value for c in at.caption)

@@ -178,3 +178,18 @@ def _repool(tiles: np.ndarray, size: int, pooling: str) -> np.ndarray:
         counts = np.outer(np.diff([*edges[0], tiles.shape[0]]), np.diff([*edges[1], tiles.shape[1]]))
         pooled = pooled / counts
     return pooled.astype(np.float32)
+
+
+def query_rows(long: LongInput, query: int) -> np.ndarray:
+    """(layers, heads, query + 1) float32: one query token's exact attention weights over the keys it
+    may see (0 where a sliding window hides them), in every head of every layer, each computed from
+    its head's kept q/k with the row's own normalizer: (query + 1) · d_k work a head, never T².
+    Asks for every layer (those not run yet run now). Token focus of a long text reads these."""
+    if not 0 <= query < long.length:
+        raise IndexError(f"query position {query} out of range for {long.length} tokens")
+    rows, cols = range(query, query + 1), range(query + 1)
+    return np.stack([
+        np.stack([long.passes.pattern_block(*long.kept.head(layer, head), rows, cols,
+                                            window=long.kept.window[layer])[0] for head in range(long.n_heads)])
+        for layer in range(long.n_layers)
+    ]).astype(np.float32)  # fmt: skip

@@ -17,9 +17,13 @@ from ..plain import literal
 from ..tables import clicked_tile, follow
 from .. import cache
 from ..export import chart
+from . import long_focus, long_head
 
 
 def render(result: AttentionResult) -> None:
+    if long_head.applies(result):  # past the capture limit: the query's row in every head, from the whole text
+        long_focus.render(result)
+        return
     group = attention_picker(result, key="focus_group")
     weighed = weigh(result, weighting_picker(), group=group)
     query_tokens, key_tokens = group_tokens(result, group)
