@@ -180,3 +180,20 @@ def test_masks_that_show_a_later_key_or_hide_a_whole_row_take_the_whole_square()
     assert not _sees_no_later_key(q, k, hidden_row)
     assert not _sees_no_later_key(q[..., :100, :], k[..., :100, :], causal_mask(100))  # one block: no gain
     assert not _sees_no_later_key(q.requires_grad_(), k, causal)
+
+
+@pytest.mark.parametrize("kind", ["causal", "window", "padding", "none", "empty row"])
+def test_the_fused_context_is_the_eager_one(kind):
+    """Layers nobody looks at run PyTorch's fused kernel: the same context as our weights give, a row
+    with no key to read 0s, grouped-query heads shared as the eager path shares them."""
+    from attention_viz.core.attention import fused_attention, sliding_window_mask
+
+    q, k, v = torch.randn(2, 4, 300, 16), torch.randn(2, 2, 300, 16), torch.randn(2, 2, 300, 16)
+    mask = {"causal": causal_mask(300)[None, None], "window": causal_mask(300) & sliding_window_mask(300, 40),
+            "padding": padding_mask([300, 120])[:, None], "none": None,
+            "empty row": causal_mask(300).clone().index_fill_(0, torch.tensor([7]), False)}[kind]  # fmt: skip
+    eager = scaled_dot_product_attention(q, k, v, mask)
+    fused = fused_attention(q, k, v, mask)
+    assert (fused - eager.context).abs().max() <= 1e-5
+    if kind == "empty row":
+        assert torch.equal(fused[..., 7, :], torch.zeros_like(fused[..., 7, :]))

@@ -186,3 +186,33 @@ def test_decoder_only_generation_continues_the_prompt():
     out = model.greedy_decode(prompt, 4)
     assert out.shape == (1, 7) and torch.equal(out[:, :3], prompt)
     assert model.decoder.generator.weight is model.decoder.embed.tokens.weight
+
+
+@pytest.mark.parametrize("shape", ["encoder-only", "decoder-only", "encoder-decoder"])
+def test_layers_nobody_looks_at_run_the_fused_kernel_and_make_no_weights(shape, monkeypatch):
+    """Without a capture (or for the layers a capture leaves out) the forward runs PyTorch's fused
+    attention: no (T, T) weights; the outputs are those of a forward that captures every pattern."""
+    from attention_viz.core import attention, model as model_module
+
+    model = build(shape).eval()
+    src, tgt = ids([5, 6, 7, 8, 9, 10, 11]), ids([1, 2, 3, 4])
+    run = (lambda: model(src)) if shape != "encoder-decoder" else (lambda: model(src, tgt))
+    eager, weights = [], attention.scaled_dot_product_attention
+    monkeypatch.setattr(model_module, "scaled_dot_product_attention",
+                        lambda *a, **k: eager.append(1) or weights(*a, **k))
+    with torch.inference_mode(), capture(kinds=("pattern",)) as recorded:
+        everything = run()
+    every_layer = len(eager)
+    assert every_layer == len(recorded.names_recorded()) > 0
+    eager.clear()
+    with torch.inference_mode():
+        fused = run()
+    assert eager == []  # no weights made at all
+    assert (fused - everything).abs().max() <= 1e-5
+    with torch.inference_mode(), capture(kinds=("pattern",), names=["*layers.0.*"]) as recorded:
+        run()
+    assert len(eager) == len(recorded.names_recorded()) < every_layer  # only the layers asked for
+    with torch.enable_grad():
+        eager.clear()
+        run()
+        assert len(eager) == every_layer  # with gradients: the weights' own path, as training runs it

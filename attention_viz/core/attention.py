@@ -131,11 +131,16 @@ def scaled_dot_product_attention(
 
 def _sees_no_later_key(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None) -> bool:
     """Whether :func:`causal_attention` computes this call: self-attention of more than one block of
-    queries, no gradient, one (T, T) mask for every head that lets each query see itself and hides
-    every later key (causal, with or without a sliding window)."""
+    queries, no gradient, and a mask that :func:`_hides_later_keys`."""
     length = query.size(-2)
     if mask is None or length <= CAUSAL_BLOCK or key.size(-2) != length or query.requires_grad:
         return False
+    return _hides_later_keys(mask, length)
+
+
+def _hides_later_keys(mask: torch.Tensor, length: int) -> bool:
+    """Whether ``mask`` is one (length, length) mask for every head that lets each query see itself and
+    hides every later key (causal, with or without a sliding window)."""
     if mask.shape[-2:] != (length, length) or mask.numel() != length * length:
         return False
     square = mask.reshape(length, length)
@@ -172,6 +177,27 @@ def causal_attention(
         rows[:, r0:r1, r1:].zero_()
         torch.bmm(block.to(v.dtype), v[:, :r1], out=context[:, r0:r1])
     return Attention(context.view(*batch, length, -1), pattern, None)
+
+
+def fused_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                    mask: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+    """softmax(Q Kᵀ / √d_k) V by PyTorch's fused kernel (flash attention where it applies), the context
+    alone: no (T, T) weights are made or kept. For layers nobody looks at; a plain causal mask runs as
+    ``is_causal`` (the kernel skips the blocks above the diagonal). A row whose every key is masked gives
+    0s, as :func:`scaled_dot_product_attention` does."""
+    if key.dim() > 2 and key.size(-3) != query.size(-3):
+        groups = kv_groups(query.size(-3), key.size(-3))
+        key, value = repeat_kv(key, groups), repeat_kv(value, groups)
+    sdpa, length = torch.nn.functional.scaled_dot_product_attention, query.size(-2)
+    if mask is not None and key.size(-2) == length and _hides_later_keys(mask, length) and \
+            bool(mask.reshape(length, length).tril().all()):  # fmt: skip
+        return sdpa(query, key, value, is_causal=True)
+    context = sdpa(query, key, value, attn_mask=mask)
+    if mask is not None:
+        seen = mask.any(-1, keepdim=True)  # False: a row with no key to read
+        if not bool(seen.all()):
+            context = context.masked_fill(~seen, 0.0)
+    return context
 
 
 def kv_groups(h: int, h_kv: int) -> int:

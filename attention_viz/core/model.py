@@ -20,7 +20,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import causal_mask, kv_groups, masked_softmax, repeat_kv, scaled_dot_product_attention, sliding_window_mask
+from .attention import (
+    causal_mask, fused_attention, kv_groups, masked_softmax, repeat_kv, scaled_dot_product_attention,
+    sliding_window_mask,
+)  # fmt: skip
 from .hooks import HookPoint, name_hook_points
 from .positional import LearnedEncoding, RotaryEmbedding, SinusoidalEncoding, rotary_dims
 
@@ -200,6 +203,9 @@ class MultiHeadAttention(nn.Module):
         v = self.v(self.split_heads(self.w_v(value), self.h_kv))  # (B, h_kv, Tk, d_k)
         dropout = self.dropout if self.training and self.dropout.p > 0 else None
         keep_scores = self.scores.wanted()  # if not, the pattern overwrites them: one (Tq, Tk) tensor, not two
+        if not keep_scores and not self.pattern.wanted() and dropout is None and not torch.is_grad_enabled():
+            # nobody looks at this layer's weights: the fused kernel, no (T, T) array
+            return self._output(self.context(fused_attention(q, k, v, mask)))
         context, pattern, scores = scaled_dot_product_attention(
             q, k, v, mask, dropout=dropout, keep_scores=keep_scores
         )
@@ -213,9 +219,12 @@ class MultiHeadAttention(nn.Module):
         new_pattern = self.pattern(pattern)  # (B, h, Tq, Tk)
         if new_pattern is not pattern:
             context = self._mix(new_pattern, v)
-        context = self.context(context)  # (B, h, Tq, d_k): the heads' outputs, what W_O reads
+        return self._output(self.context(context))  # (B, h, Tq, d_k): the heads' outputs, what W_O reads
+
+    def _output(self, context: torch.Tensor) -> torch.Tensor:
+        """The heads' contexts (B, h, Tq, d_k) side by side through W_O: (B, Tq, d_model)."""
         batch, _, length, _ = context.shape
-        concat = context.transpose(1, 2).reshape(batch, length, self.h * self.d_k)  # (B, Tq, d_model)
+        concat = context.transpose(1, 2).reshape(batch, length, self.h * self.d_k)
         return self.w_o(concat)
 
 
