@@ -179,3 +179,25 @@ def test_on_cuda_the_kept_tensors_stay_there_and_read_as_on_the_cpu():
     for layer, head in ((0, 1), (1, 2)):
         on_cuda = LongInput("tiny", tokens, kept, 0, TORCH_PASSES)
         reads_the_same(LongInput("tiny", tokens, host, 0), on_cuda, layer, head)
+
+
+@pytest.mark.parametrize(("length", "window"), [(301, None), (523, 37), (1000, None), (777, 100)])
+def test_rows_mixed_is_the_weighted_sum_of_the_dense_rows_on_either_path(length, window):
+    """One step of a token's rollout through a head: Σ_r w[r] · P[r, :] over the first rows, from the
+    normalizers, equal to the dense pattern's; rows weighted 0 are skipped, not wrong."""
+    q, k = random_qk(length, 16, length)
+    s = (q.astype(np.float64) @ k.T.astype(np.float64)) / 4.0
+    row, col = np.arange(length)[:, None], np.arange(length)[None, :]
+    hidden = (col > row) | ((col <= row - window) if window is not None else False)
+    s[hidden] = -np.inf
+    lse = np.log(np.exp(s - s.max(1, keepdims=True)).sum(1)) + s.max(1)
+    dense = np.exp(s - lse[:, None])
+    n = length - 50
+    weights = np.random.default_rng(1).random(n)
+    weights[: n // 2] = 0.0  # the first blocks weigh nothing
+    expected = weights @ dense[:n, :n]
+    for mixed in (blockwise.rows_mixed(q, k, lse, weights, block_rows=64, window=window),
+                  blockwise_torch.rows_mixed(q, k, lse, weights, block_rows=100, window=window),
+                  blockwise_torch.rows_mixed(torch.from_numpy(q), torch.from_numpy(k), lse, weights, window=window)):
+        assert mixed.shape == (n,) and mixed.dtype == np.float64
+        assert np.abs(mixed - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())

@@ -166,7 +166,7 @@ def test_head_view_on_a_long_text_draws_tiles_then_exact_cells(folders):
     again.text_area(key="text").set_value(long_text(seed=1)).run()  # a new text opens on the whole of it
     assert problems(again) == [] and level_maps(again)[0][2].shape == (501, 501)
     again.text_area(key="text").set_value(text).run()
-    switch_view(again, "layers")  # the other views read a window of 1,024 tokens, and say which
+    switch_view(again, "compare")  # the other views read a window of 1,024 tokens, and say which
     assert any("(window 1 of " in info.value for info in again.info)
 
 
@@ -192,7 +192,7 @@ def test_grid_view_on_a_long_text_draws_every_head_from_its_whole_pattern(folder
 
 
 def test_the_long_views_make_no_ordinary_run_until_its_tensors_are_asked_for(folders, monkeypatch):
-    """Head, All heads and Token focus draw a long text from the whole of it: the ordinary run of its first 1,024
+    """Head, All heads, Token focus and Across layers draw a long text from the whole of it: the ordinary run of its first 1,024
     tokens (a forward with capture, which they never draw) is made when the downloads box is opened,
     or by a view that draws it. The whole text is tokenized once (0.3 s at 32k tokens), for telling
     that these views read it whole and for reading it."""
@@ -215,7 +215,7 @@ def test_the_long_views_make_no_ordinary_run_until_its_tensors_are_asked_for(fol
     at.session_state["long_downloads"] = True  # the box opened
     at.run()
     assert problems(at) == [] and runs == [text] and len(at.get("download_button")) == 2 and not at.warning
-    switch_view(at, "layers")  # a view that draws a window of 1,024 tokens: the run of the window's text
+    switch_view(at, "compare")  # a view that draws a window of 1,024 tokens: the run of the window's text
     assert problems(at) == [] and runs[0] == text and len(runs) == 2 and text.startswith(runs[1])
     assert any("(window 1 of " in info.value for info in at.info)
 
@@ -294,3 +294,44 @@ def test_token_focus_on_a_long_text_reads_the_whole_of_it(folders):
     assert problems(again) == [] and np.array_equal(array(figures(again)[0]["data"][0]["z"]), drawn)
     at.slider(key="focus_long_key").set_value(2500).run()  # after the query: zeros, and the page says why
     assert np.all(array(figures(at)[0]["data"][0]["z"]) == 0) and any("never looks ahead" in c.value for c in at.caption)
+
+
+def test_a_tokens_rollout_over_a_long_text_is_the_rollout_of_the_captured_patterns(small):
+    """Across layers of a long text: the rollout row of one token, from blockwise passes over the rows it
+    reaches, equals analysis.rollout over the captured patterns (numpy's passes and the torch twin)."""
+    from attention_viz.analysis.long_input import token_rollout
+    from attention_viz.analysis.rollout import rollout
+    from attention_viz.backends.long_passes import TORCH_PASSES
+
+    long, patterns = small
+    rolled = rollout(np.stack(patterns))[-1]
+    for query in (0, 431, 699):
+        mine = token_rollout(long, query)
+        assert mine.shape == (query + 1,) and abs(mine.sum() - 1) <= 1e-6
+        assert np.abs(mine - rolled[query, : query + 1]).max() <= 1e-5
+    twin = LongInput(long.model, long.tokens, long.kept, 0, TORCH_PASSES)
+    assert np.abs(token_rollout(twin, 431) - token_rollout(long, 431)).max() <= 1e-6
+
+
+def test_across_layers_on_a_long_text_reads_the_whole_of_it(folders):
+    model, text = f"hf:{folders / 'llama'}", long_text()
+    at = app(view="layers", model=model, text=text)
+    assert problems(at) == [] and not at.warning
+    assert any("this view reads all of it" in info.value for info in at.info)
+    at.slider(key="layers_long_query").set_value(2000).run()
+    assert problems(at) == []
+    rows, rolled = figures(at)
+    backend = load_backend(model)
+    long = backend.long_input(*backend.long_tokens(text))
+    from attention_viz.analysis.long_input import query_rows, token_rollout
+
+    per_layer, expected = query_rows(long, 2000).mean(axis=1), token_rollout(long, 2000)
+    drawn = array(rows["data"][0]["z"])
+    assert drawn.shape == (2, 501)  # 2,001 keys in runs of 4
+    assert np.abs(drawn - np.maximum.reduceat(per_layer, np.arange(0, 2001, 4), axis=1)).max() <= 1e-6
+    assert np.abs(array(rolled["data"][0]["z"])[0] - np.maximum.reduceat(expected, np.arange(0, 2001, 4))).max() <= 1e-6
+    assert at.dataframe[0].value["key position"].tolist() == np.argsort(-expected, kind="stable")[:10].tolist()
+    assert link(at).get("long_query") == "2000"
+    at.slider(key="layers_long_query").set_value(300).run()  # few enough keys to draw each with its token
+    rows, _ = figures(at)
+    assert array(rows["data"][0]["z"]).shape == (2, 301) and rows["data"][0]["x"][1] == f"1: {long.tokens.labels[1]}"

@@ -13,6 +13,7 @@ and lse[r] = log Σ_c exp(s[r, c]) its row's softmax normalizer. So from the lay
   normalizers;
 * :func:`pattern_block` gives the exact probabilities of a rectangle (the cells the user hovers),
   with normalizers of its own rows (:func:`normalizers`);
+* :func:`rows_mixed` sums the pattern's rows weighted by a vector (a token's rollout, layer by layer);
 * :func:`quantize` turns pooled tiles into uint8 plus one scale for the browser.
 
 A sliding window of W positions (Mistral) limits row r to keys [r − W + 1, r]: every function takes
@@ -363,6 +364,36 @@ def pooled_region(
     if pooling == "mean":
         out = (out / np.outer(_cells(len(rows), tr), _cells(len(cols), tc))).astype(np.float32)
     return out, tr, tc
+
+
+def rows_mixed(q: np.ndarray, k: np.ndarray, lse: np.ndarray, weights: np.ndarray, block_rows: int = 256,
+               workers: int | None = None, window: int | None = None) -> np.ndarray:  # fmt: skip
+    """Σ_r weights[r] · P[r, :] over the first len(weights) rows of a causal head: (len(weights),)
+    float64, the pattern's rows mixed by ``weights``, a block of rows at a time (one step of a token's
+    attention rollout through a layer). Blocks whose weights are all 0 are skipped; logits and exps in
+    float32 as the pooled passes (~1e-5 relative), sums in float64. ``lse``: the rows' normalizers."""
+    _check_window(window, True)
+    weights = np.asarray(weights, dtype=np.float64)
+    n = len(weights)
+    q, k = _scaled(q[:n], np.float32), np.asarray(k[:n], dtype=np.float32)
+    lse = np.asarray(lse[:n], dtype=np.float32)
+    parts: dict[int, tuple[int, np.ndarray]] = {}
+
+    def block(rows: range) -> None:
+        w = weights[rows.start : rows.stop]
+        if not w.any():
+            return
+        cols = range(_first_key(rows, range(n), window), rows.stop)
+        s = q[rows.start : rows.stop] @ k[cols.start : cols.stop].T
+        _mask_outside(s, rows, cols, window)
+        np.exp(s - lse[rows.start : rows.stop, None], out=s)
+        parts[rows.start] = (cols.start, w.astype(np.float32) @ s)
+
+    _by_blocks(block, n, block_rows, workers)
+    mixed = np.zeros(n, dtype=np.float64)
+    for first, part in parts.values():
+        mixed[first : first + len(part)] += part
+    return mixed
 
 
 def quantize(pooled: np.ndarray, pooling: str) -> Quantized:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..inputs.tokens import Tokens
-from .blockwise import POOLINGS, Overview, QueriesKeys, overview, pattern_block, pooled_region, quantize
+from .blockwise import POOLINGS, Overview, QueriesKeys, overview, pattern_block, pooled_region, quantize, rows_mixed
 
 TILES = 512  # tiles per side: about a screen's width of heatmap
 COLOURS = ("log", "linear")
@@ -30,9 +30,10 @@ class Passes:
     overview: Callable[..., Overview]
     pattern_block: Callable[..., np.ndarray]
     pooled_region: Callable[..., tuple[np.ndarray, int, int]]
+    rows_mixed: Callable[..., np.ndarray]
 
 
-NUMPY_PASSES = Passes(overview, pattern_block, pooled_region)
+NUMPY_PASSES = Passes(overview, pattern_block, pooled_region, rows_mixed)
 
 
 @dataclass(frozen=True)
@@ -193,3 +194,28 @@ def query_rows(long: LongInput, query: int) -> np.ndarray:
                                             window=long.kept.window[layer])[0] for head in range(long.n_heads)])
         for layer in range(long.n_layers)
     ]).astype(np.float32)  # fmt: skip
+
+
+def token_rollout(long: LongInput, query: int) -> np.ndarray:
+    """(query + 1,) float64: one token's attention rollout (Abnar & Zuidema 2020) over the whole of a long
+    text, the row ``query`` of analysis.rollout's product of the layers' ½ Ā + ½ I (Ā the mean of heads):
+    r = e_query, then from the last layer down r ← ½ mean_h(r · P_h) + ½ r, each r · P_h one blockwise
+    pass over the rows r reaches (:func:`~.blockwise.rows_mixed`, from the kept normalizers). Rows after
+    the query never enter (causal), so the cost is a pass over (query + 1)²/2 logits a head."""
+    if not 0 <= query < long.length:
+        raise IndexError(f"query position {query} out of range for {long.length} tokens")
+    mixed = np.zeros(query + 1)
+    mixed[query] = 1.0
+    for layer in reversed(range(long.n_layers)):
+        lse = long.kept.normalizers(layer)
+        heads = [long.passes.rows_mixed(*long.kept.head(layer, head), lse[head], mixed, window=long.kept.window[layer])
+                 for head in range(long.n_heads)]  # fmt: skip
+        mixed = 0.5 * np.mean(heads, axis=0) + 0.5 * mixed
+    return mixed
+
+
+def pooled_keys(values: np.ndarray, run: int) -> tuple[np.ndarray, np.ndarray]:
+    """``values`` (..., keys) max-pooled over runs of ``run`` keys: (pooled (..., ⌈keys / run⌉), the first
+    key of each run)."""
+    starts = np.arange(0, values.shape[-1], run)
+    return np.maximum.reduceat(values, starts, axis=-1), starts

@@ -16,7 +16,8 @@ def _overview(q: np.ndarray | torch.Tensor, k: np.ndarray | torch.Tensor, **opti
     return Overview(*blockwise_torch.overview(q, k, **options))
 
 
-TORCH_PASSES = Passes(_overview, blockwise_torch.pattern_block, blockwise_torch.pooled_region)
+TORCH_PASSES = Passes(_overview, blockwise_torch.pattern_block, blockwise_torch.pooled_region,
+                      blockwise_torch.rows_mixed)
 
 
 def passes_for(kept: DecoderQueriesKeys) -> Passes:

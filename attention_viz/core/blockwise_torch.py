@@ -264,3 +264,25 @@ def pooled_region(
     if pooling == "mean":
         pooled = pooled / np.outer(_cells(len(rows), tr), _cells(len(cols), tc))
     return pooled.astype(np.float32), tr, tc
+
+
+def rows_mixed(q: np.ndarray | torch.Tensor, k: np.ndarray | torch.Tensor, lse: np.ndarray | torch.Tensor,
+               weights: np.ndarray, block_rows: int = BLOCK_ROWS, window: int | None = None) -> np.ndarray:  # fmt: skip
+    """Σ_r weights[r] · P[r, :] over the first len(weights) rows, (len(weights),) float64, as
+    ``analysis.blockwise.rows_mixed``."""
+    _check_window(window, True)
+    n = len(weights)
+    q = _scaled(q[:n], torch.float32)
+    k = _tensor(k[:n], torch.float32, q.device)
+    lse = _tensor(lse[:n], torch.float32, q.device)
+    w = _tensor(np.asarray(weights, dtype=np.float32), torch.float32, q.device)
+    mixed = torch.zeros(n, dtype=torch.float64, device=q.device)
+    with torch.inference_mode():
+        for r0 in range(0, n, block_rows):
+            rows = range(r0, min(n, r0 + block_rows))
+            if not bool(w[rows.start : rows.stop].any()):
+                continue
+            cols = range(_first_key(rows, range(n), window), rows.stop)
+            p = torch.exp(_logits(q, k, rows, cols, True, window) - lse[rows.start : rows.stop, None])
+            mixed[cols.start : cols.stop] += (w[rows.start : rows.stop] @ p).double()
+    return mixed.cpu().numpy()

@@ -18,6 +18,7 @@ from ..plain import literal
 from ..theme import dark
 from ..export import chart
 from ..heavy import heavy
+from . import long_head, long_layers
 
 HEAVY_FLOW_TOKENS = 32  # past a sentence's length, flow may take most of its time budget: a heavy job
 
@@ -35,6 +36,9 @@ def flow_cached(_weighed: Weighted, run: tuple, weighting: str, group: Group, qu
 
 
 def render(result: AttentionResult) -> None:
+    if long_head.applies(result):  # past the capture limit: the token's rows and rollout over the whole text
+        long_layers.render(result)
+        return
     group = attention_picker(result, key="layers_group")
     weighed = weigh(result, weighting_picker(), group=group)
     if group == CROSS:
