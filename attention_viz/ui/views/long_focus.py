@@ -18,7 +18,7 @@ from ..heavy import heavy
 from ..plain import literal
 from ..tables import clicked_tile, follow
 from ..widgets import integer
-from .long_head import long_input
+from .long_head import read_whole
 
 SHOWN_KEYS = 300  # keys drawn as text before the query (a row of 30,000 spans would be a page of its own)
 TOP_KEYS = 10
@@ -38,13 +38,9 @@ def render(result: AttentionResult) -> None:
 
 def render_whole(model: str, text: str) -> None:
     """Token focus of a text past the model's capture limit, from the model's name and the text."""
-    long = long_input(model, text)
+    long = read_whole(model, text, "the query token's attention row is computed exactly in every head from the "
+                      "kept queries and keys, never the whole table. Pick the two positions with the sliders.")
     n, labels = long.length, long.tokens.labels
-    st.info(
-        f"This text has {n:,} tokens, more than the {cache.backend(model).max_tokens:,} the other views capture. "
-        "This view reads all of them: the query token's attention row is computed exactly in every head from "
-        "the kept queries and keys, never the whole table. Pick the two positions with the sliders."
-    )
     left, right = st.columns(2)
     with left:
         q = integer("Query position (attending)", 0, n - 1, "focus_long_query", n - 1)

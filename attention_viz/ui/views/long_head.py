@@ -62,6 +62,14 @@ def head_overview(_long: LongInput, identity: tuple, layer: int, head: int, mean
         return _long.overview(layer, head, TILES, means)
 
 
+def read_whole(model: str, text: str, how: str) -> LongInput:
+    """The long input of (model, text), after one line saying that this view reads all of it, and ``how``."""
+    long = long_input(model, text)
+    st.info(f"This text has {long.length:,} tokens, more than the {cache.backend(model).max_tokens:,} the other "
+            f"views capture. This view reads all of them: {how}")
+    return long
+
+
 def whole_for_a_new_text(identity: tuple) -> None:
     """A new text opens on the whole input: the last text's ranges mean nothing in it (and a range
     just short of the whole would cost a second pass over it). A link's ranges, read on the session's

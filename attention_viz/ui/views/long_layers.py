@@ -18,7 +18,7 @@ from ..plain import literal
 from ..theme import dark
 from ..widgets import integer
 from .long_focus import rows_of
-from .long_head import long_input
+from .long_head import read_whole
 
 COLUMNS = 512  # keys drawn per row: past that, each column is the largest value of a run of keys
 TOP_KEYS = 10
@@ -38,13 +38,9 @@ def render(result: AttentionResult) -> None:
 
 def render_whole(model: str, text: str) -> None:
     """Across layers of a text past the model's capture limit, from the model's name and the text."""
-    long = long_input(model, text)
+    long = read_whole(model, text, "the token's row in every layer is computed exactly from the kept queries and "
+                      "keys, and its rollout by one pass over each head's rows up to the token, block by block.")
     n, labels = long.length, long.tokens.labels
-    st.info(
-        f"This text has {n:,} tokens, more than the {cache.backend(model).max_tokens:,} the other views capture. "
-        "This view reads all of them: the token's row in every layer is computed exactly from the kept queries "
-        "and keys, and its rollout by one pass over each head's rows up to the token, block by block."
-    )
     q = integer("Token position", 0, n - 1, "layers_long_query", n - 1)
     st.caption(f"Token: “{literal(labels[q])}” (keys after it are never read: a decoder looks back only)")
     per_layer = rows_of(long, (model, text), q).mean(axis=1)  # (layers, q + 1)
