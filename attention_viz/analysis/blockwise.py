@@ -14,6 +14,7 @@ and lse[r] = log Σ_c exp(s[r, c]) its row's softmax normalizer. So from the lay
 * :func:`pattern_block` gives the exact probabilities of a rectangle (the cells the user hovers),
   with normalizers of its own rows (:func:`normalizers`);
 * :func:`rows_mixed` sums the pattern's rows weighted by a vector (a token's rollout, layer by layer);
+* :func:`cells` gives scattered cells from their rows' normalizers (the head detector's targets);
 * :func:`quantize` turns pooled tiles into uint8 plus one scale for the browser.
 
 A sliding window of W positions (Mistral) limits row r to keys [r − W + 1, r]: every function takes
@@ -394,6 +395,23 @@ def rows_mixed(q: np.ndarray, k: np.ndarray, lse: np.ndarray, weights: np.ndarra
     for first, part in parts.values():
         mixed[first : first + len(part)] += part
     return mixed
+
+
+def cells(q: np.ndarray, k: np.ndarray, lse: np.ndarray, rows: np.ndarray, keys: np.ndarray,
+          window: int | None = None, chunk: int = 65536) -> np.ndarray:  # fmt: skip
+    """P[rows[i], keys[i]] for each i (float64): exp(q_r · k_c / √d_k − lse_r) with the rows' normalizers,
+    exactly 0 where the key is in the row's future or outside its ``window`` — scattered cells (the head
+    detector's targets) without their rows' other keys. ``chunk`` cells at a time."""
+    rows, keys = np.asarray(rows, dtype=np.int64), np.asarray(keys, dtype=np.int64)
+    lse = np.asarray(lse, dtype=np.float64)
+    out = np.zeros(len(rows))
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    for start in range(0, len(rows), chunk):
+        r, c = rows[start : start + chunk], keys[start : start + chunk]
+        logits = np.einsum("md,md->m", np.asarray(q[r], dtype=np.float64), np.asarray(k[c], dtype=np.float64))
+        out[start : start + len(r)] = np.exp(logits * scale - lse[r])
+    out[(keys > rows) | ((rows - keys >= window) if window is not None else False)] = 0.0
+    return out
 
 
 def quantize(pooled: np.ndarray, pooling: str) -> Quantized:

@@ -33,7 +33,8 @@ Mask = Callable[[np.ndarray, np.ndarray, bool], tuple[np.ndarray, np.ndarray]]
 SCORES = ("previous_token", "duplicate_token", "induction", "sink", "self")
 
 
-def _ordinary_rows(special: np.ndarray, causal: bool) -> np.ndarray:
+def ordinary_rows(special: np.ndarray, causal: bool) -> np.ndarray:
+    """The rows a score may count: not a special token's, nor a causal model's first (it has no choice)."""
     rows = ~special
     if causal:
         rows[:1] = False  # row 0 sees only itself
@@ -42,18 +43,18 @@ def _ordinary_rows(special: np.ndarray, causal: bool) -> np.ndarray:
 
 def previous_token_mask(ids: np.ndarray, special: np.ndarray, causal: bool) -> tuple[np.ndarray, np.ndarray]:
     n = len(ids)
-    return np.eye(n, k=-1, dtype=bool), _ordinary_rows(special, causal) & (np.arange(n) >= 1)
+    return np.eye(n, k=-1, dtype=bool), ordinary_rows(special, causal) & (np.arange(n) >= 1)
 
 
 def self_mask(ids: np.ndarray, special: np.ndarray, causal: bool) -> tuple[np.ndarray, np.ndarray]:
-    return np.eye(len(ids), dtype=bool), _ordinary_rows(special, causal)
+    return np.eye(len(ids), dtype=bool), ordinary_rows(special, causal)
 
 
 def duplicate_token_mask(ids: np.ndarray, special: np.ndarray, causal: bool) -> tuple[np.ndarray, np.ndarray]:
     n = len(ids)
     same = (ids[:, None] == ids[None, :]) & ~special[None, :]
     targets = same & np.tri(n, k=-1, dtype=bool)  # k < q
-    return targets, _ordinary_rows(special, causal) & targets.any(axis=1)
+    return targets, ordinary_rows(special, causal) & targets.any(axis=1)
 
 
 def induction_mask(ids: np.ndarray, special: np.ndarray, causal: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -62,13 +63,13 @@ def induction_mask(ids: np.ndarray, special: np.ndarray, causal: bool) -> tuple[
     targets = np.zeros((n, n), dtype=bool)
     targets[:, 1:] = copies[:, :-1]  # the key after each copy
     targets &= np.tri(n, k=-1, dtype=bool)  # k + 1 < q (k + 1 = q would be the row itself)
-    return targets, _ordinary_rows(special, causal) & targets.any(axis=1)
+    return targets, ordinary_rows(special, causal) & targets.any(axis=1)
 
 
 def sink_mask(ids: np.ndarray, special: np.ndarray, causal: bool) -> tuple[np.ndarray, np.ndarray]:
     n = len(ids)
     sinks = special.copy() if special.any() else np.arange(n) == 0
-    return np.broadcast_to(sinks, (n, n)).copy(), _ordinary_rows(special, causal)
+    return np.broadcast_to(sinks, (n, n)).copy(), ordinary_rows(special, causal)
 
 
 def offset_mask(offset: int) -> Mask:
@@ -77,7 +78,7 @@ def offset_mask(offset: int) -> Mask:
     def mask(ids: np.ndarray, special: np.ndarray, causal: bool) -> tuple[np.ndarray, np.ndarray]:
         n = len(ids)
         targets = np.eye(n, k=offset, dtype=bool)
-        return targets, _ordinary_rows(special, causal) & targets.any(axis=1)
+        return targets, ordinary_rows(special, causal) & targets.any(axis=1)
 
     return mask
 
@@ -133,6 +134,11 @@ class Tally:
             self.sums[name] = self.sums.get(name, 0.0) + np.clip(on_target, 0.0, 1.0).sum(axis=-1)
             self.counts[name] += int(rows.sum())
 
+    def add_sums(self, name: str, sums: np.ndarray, rows: int) -> None:
+        """Row scores summed elsewhere (a long text's, from scattered cells): [layers, heads] over ``rows`` rows."""
+        self.sums[name] = self.sums.get(name, 0.0) + sums
+        self.counts[name] += rows
+
     def scores(self, shape: tuple[int, int]) -> dict[str, np.ndarray]:
         """Score name → ``[layers, heads]`` mean over counted rows, in [0, 1] (0 where no row counted)."""
         return {
@@ -142,14 +148,19 @@ class Tally:
 
 
 def head_scores(
-    inputs: Iterable[tuple[np.ndarray, Sequence[int], Sequence[bool]]], masks: dict[str, Mask] | None = None
+    inputs: Iterable[tuple[np.ndarray, Sequence[int], Sequence[bool]]], masks: dict[str, Mask] | None = None,
+    summed: dict[str, tuple[np.ndarray, int]] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Scores ``{name: [layers, heads]}`` over inputs ``(pattern stack, token ids, special flags)``."""
+    """Scores ``{name: [layers, heads]}`` over inputs ``(pattern stack, token ids, special flags)``, and
+    ``summed``: score name → (row scores summed elsewhere, [layers, heads]; rows counted)."""
     tally = Tally(dict(MASKS if masks is None else masks))
     shape = None
     for stack, ids, special in inputs:
         shape = as_stack(stack).shape[:2]
         tally.add(stack, ids, special)
+    for name, (sums, rows) in (summed or {}).items():
+        shape = sums.shape
+        tally.add_sums(name, sums, rows)
     if shape is None:
         raise ValueError("no input to score")
     return tally.scores(shape)
@@ -160,8 +171,10 @@ def detect(
     texts: Sequence[str],
     group: Group,
     masks: dict[str, Mask] | None = None,
+    summed: dict[str, tuple[np.ndarray, int]] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Run every text (``run``: a backend's ``run``) and score the heads of attention ``group``."""
+    """Run every text (``run``: a backend's ``run``) and score the heads of attention ``group``, with
+    ``summed`` (:func:`head_scores`) added in."""
     def inputs():
         ran = progress.steps("running the probes", len(texts))
         for text in texts:
@@ -170,7 +183,7 @@ def detect(
             tokens = result.tokens if group[0] == "encoder" or result.target_tokens is None else result.target_tokens
             yield result.stack("pattern", *group), tokens.ids, tokens.special
 
-    return head_scores(inputs(), masks)
+    return head_scores(inputs(), masks, summed)
 
 
 def to_json_ready(scores: dict[str, np.ndarray]) -> dict[str, list[list[float]]]:

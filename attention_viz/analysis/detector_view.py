@@ -46,6 +46,14 @@ def detector_scores(
     return detect(lambda index: runs[int(index)], [str(i) for i in range(len(runs))], group, masks)
 
 
+def long_detector_scores(probes: Sequence[AttentionResult], summed: dict[str, tuple[np.ndarray, int]],
+                         group: Group, offset: int) -> dict[str, np.ndarray]:  # fmt: skip
+    """:func:`detector_scores` with a long text's row scores (``summed``: analysis.long_detector's
+    ``long_scores``) in place of the user's run."""
+    masks = {**MASKS, OFFSET: offset_mask(offset)}
+    return detect(lambda index: probes[int(index)], [str(i) for i in range(len(probes))], group, masks, summed)
+
+
 def pattern_scores(user: AttentionResult, group: Group, pairs: Iterable[tuple[int, int]]) -> np.ndarray:
     """``[layers, heads]``: each head's share of attention on the marked pairs of the user's text,
     averaged over the marked query rows."""

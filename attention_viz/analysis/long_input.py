@@ -15,7 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..inputs.tokens import Tokens
-from .blockwise import POOLINGS, Overview, QueriesKeys, overview, pattern_block, pooled_region, quantize, rows_mixed
+from .blockwise import (
+    POOLINGS, Overview, QueriesKeys, cells, overview, pattern_block, pooled_region, quantize, rows_mixed,
+)  # fmt: skip
 
 TILES = 512  # tiles per side: about a screen's width of heatmap
 COLOURS = ("log", "linear")
@@ -31,9 +33,10 @@ class Passes:
     pattern_block: Callable[..., np.ndarray]
     pooled_region: Callable[..., tuple[np.ndarray, int, int]]
     rows_mixed: Callable[..., np.ndarray]
+    cells: Callable[..., np.ndarray]
 
 
-NUMPY_PASSES = Passes(overview, pattern_block, pooled_region, rows_mixed)
+NUMPY_PASSES = Passes(overview, pattern_block, pooled_region, rows_mixed, cells)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ def _overview(q: np.ndarray | torch.Tensor, k: np.ndarray | torch.Tensor, **opti
 
 
 TORCH_PASSES = Passes(_overview, blockwise_torch.pattern_block, blockwise_torch.pooled_region,
-                      blockwise_torch.rows_mixed)
+                      blockwise_torch.rows_mixed, blockwise_torch.cells)
 
 
 def passes_for(kept: DecoderQueriesKeys) -> Passes:

@@ -286,3 +286,24 @@ def rows_mixed(q: np.ndarray | torch.Tensor, k: np.ndarray | torch.Tensor, lse: 
             p = torch.exp(_logits(q, k, rows, cols, True, window) - lse[rows.start : rows.stop, None])
             mixed[cols.start : cols.stop] += (w[rows.start : rows.stop] @ p).double()
     return mixed.cpu().numpy()
+
+
+def cells(q: np.ndarray | torch.Tensor, k: np.ndarray | torch.Tensor, lse: np.ndarray | torch.Tensor,
+          rows: np.ndarray, keys: np.ndarray, window: int | None = None, chunk: int = 1 << 20) -> np.ndarray:  # fmt: skip
+    """P[rows[i], keys[i]] for each i (float64), as ``analysis.blockwise.cells``."""
+    q = _tensor(q, torch.float64)
+    k = _tensor(k, torch.float64, q.device)
+    lse = _tensor(lse, torch.float64, q.device)
+    rows_t = torch.as_tensor(np.asarray(rows, dtype=np.int64), device=q.device)
+    keys_t = torch.as_tensor(np.asarray(keys, dtype=np.int64), device=q.device)
+    out = torch.zeros(len(rows_t), dtype=torch.float64, device=q.device)
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    with torch.inference_mode():
+        for start in range(0, len(rows_t), chunk):
+            r, c = rows_t[start : start + chunk], keys_t[start : start + chunk]
+            out[start : start + len(r)] = torch.exp((q[r] * k[c]).sum(-1) * scale - lse[r])
+        hidden = keys_t > rows_t
+        if window is not None:
+            hidden |= rows_t - keys_t >= window
+        out.masked_fill_(hidden, 0.0)
+    return out.cpu().numpy()

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import replace
 from typing import Any
 
 import plotly.graph_objects as go
@@ -43,6 +44,15 @@ def drawn_from(provenance: Provenance) -> Iterator[Provenance]:
         yield provenance
     finally:
         _DRAWN_FROM.reset(token)
+
+
+@contextmanager
+def with_setting(setting: str) -> Iterator[Provenance]:
+    """Inside :func:`drawn_from`: figures of the same result with ``setting`` added to what made them
+    (e.g. scores averaged over a probe set too, not the text alone)."""
+    provenance = _provenance()
+    with drawn_from(replace(provenance, settings=(*provenance.settings, setting))) as shown:
+        yield shown
 
 
 def _provenance() -> Provenance:

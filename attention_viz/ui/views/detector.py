@@ -4,23 +4,25 @@ own pattern), averaged over the built-in probe set plus the user's sentence."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+import numpy as np
 import streamlit as st
 
 from ...analysis.detector import SCORES, top
+from ...analysis.long_detector import ROWS, long_scores
+from ...analysis.long_input import LongInput
 from ...analysis.detector_view import (
     MEANINGS,
     NAMES,
     OFFSET,
     format_pairs,
+    long_detector_scores,
     parse_pairs,
     pattern_scores,
     repeated_sequence_of,
     self_attentions,
 )
 from ...figures.detector import pairs_figure, score_heatmap
-from ...core.names import Group
+from ...core.names import DECODER_SELF, Group
 from ...core.result import AttentionResult
 from ...analysis.selection import GROUP_NAMES, GROUP_URL_NAMES, group_tokens
 from .. import ablation_cache, cache, plain
@@ -28,7 +30,9 @@ from ..controls import token_picker
 from ..state import take
 from ..widgets import choice, integer
 from .. import cache
-from ..export import chart, drawn_from
+from ..export import chart, with_setting
+from ..heavy import heavy
+from .long_head import applies, read_whole
 
 EXPLANATION = (
     "Where a head looks on one sentence can be chance; the detector asks where it looks in general. Each "
@@ -65,6 +69,9 @@ def clear_pairs() -> None:
 
 
 def render(result: AttentionResult) -> dict:
+    if applies(result):  # past the capture limit: the long text's rows scored from scattered cells
+        render_whole(result.model, result.tokens.text)
+        return {}
     st.markdown(EXPLANATION)
     groups = self_attentions(result)
     if not groups:
@@ -75,26 +82,58 @@ def render(result: AttentionResult) -> dict:
     if len(groups) > 1:
         group = choice("Attention", groups, "detector_group", widget="radio", name=GROUP_URL_NAMES.get,
                        format_func=GROUP_NAMES.get, horizontal=True)
+    offset = offset_and_sequence(result.model)
+    score_charts(ablation_cache.scores(result.model, cache.identity(result), group, offset, result), offset)
+    pairs = marked_pattern(result, group)
+    return {"pairs": format_pairs(pairs)}
+
+
+@st.cache_resource(max_entries=8, show_spinner="Scoring every head on the whole text…")
+def long_sums(_long: LongInput, identity: tuple, offset: int) -> dict[str, tuple[np.ndarray, int]]:
+    """Each score's row shares summed over the long text, per (``identity`` = (model, text), offset):
+    every layer run and every head's target cells, heavy work."""
+    with heavy("the detector's scores on the whole text"):
+        return long_scores(_long, offset)
+
+
+def render_whole(model: str, text: str) -> dict:
+    """The detector on a text past the model's capture limit (a decoder's), from the model's name and
+    the text: the text's rows scored from their target cells alone, with the probe set's."""
+    st.markdown(EXPLANATION)
+    long = read_whole(model, text, f"each score adds up the exact weights of its target cells in every head, on "
+                      f"up to {ROWS:,} of the text's rows evenly spaced, never a whole table.")
+    offset = offset_and_sequence(model)
+    summed = long_sums(long, (model, text), offset)
+    score_charts(long_detector_scores(ablation_cache.probe_runs(model), summed, DECODER_SELF, offset), offset)
+    st.subheader("Your pattern")
+    st.caption("Marking query → key pairs picks them from the text's tokens: for a text this long, paste the "
+               "passage you mean alone and mark them there.")
+    return {}
+
+
+def offset_and_sequence(model: str) -> int:
+    """The fixed offset d (a slider) beside the button that types a repeated random sequence in."""
     left, right = st.columns([2, 1])
     with left:
         offset = integer("Fixed offset d (key = query + d)", -8, 8, "detector_offset", -2)
     with right:
         st.button("Random repeated sequence", key="detector_repeat", on_click=new_repeated_sequence,
-                  args=(result.model,), help="Fills the sentence with a random sequence typed twice, as in the probes.")
-    scores = ablation_cache.scores(result.model, cache.identity(result), group, offset, result)
+                  args=(model,), help="Fills the sentence with a random sequence typed twice, as in the probes.")
+    return offset
+
+
+def score_charts(scores: dict[str, np.ndarray], offset: int) -> None:
+    """Every score's layers × heads heatmap, two a row, each with what it measures and its top head."""
     names = [*SCORES, OFFSET]
     titles = {**NAMES, OFFSET: f"fixed offset {offset:+d}"}
     meanings = {**MEANINGS, OFFSET: f"share on the token {abs(offset)} place(s) {'after' if offset > 0 else 'before'}"
                 if offset else "share on the token itself (d = 0)"}
     columns = st.columns(2)
-    probed = replace(result.provenance, settings=(*result.provenance.settings, "with the built-in probe set"))
     for index, name in enumerate(names):
-        with columns[index % 2], drawn_from(probed):  # averaged over the probes too, not the sentence alone
+        with columns[index % 2], with_setting("with the built-in probe set"):  # averaged over the probes too
             chart(st, cache.figure(score_heatmap, scores[name], titles[name]), key=f"detector_chart_{name}")
             layer, head, value = top(scores[name], 1)[0]
             st.caption(f"{meanings[name]}. Highest: layer {layer}, head {head} ({value:.2f}).")
-    pairs = marked_pattern(result, group)
-    return {"pairs": format_pairs(pairs)}
 
 
 def marked_pattern(result: AttentionResult, group: Group) -> list[tuple[int, int]]:
