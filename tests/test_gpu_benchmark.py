@@ -40,7 +40,7 @@ def test_the_tiny_shape_runs_every_row_on_the_cpu_without_drawing_libraries(tmp_
     assert done.returncode == 0, done.stderr
     printed = done.stdout.splitlines()
     for name in gpu.ROWS:
-        assert sum(line.startswith(name) for line in printed) == 2, name  # once per token count
+        assert sum(line[:42].rstrip() == name for line in printed) == 2, name  # once per token count
     assert printed[-1] == "LOADED []"
     report = json.loads(out.read_text())
     assert [report[key] for key in ("shape", "device", "dtype", "tokens")] == ["tiny", "cpu", "float32", [64, 200]]
@@ -101,15 +101,15 @@ def test_floors_mark_what_was_missed_and_what_did_not_run():
     rows[(grid, 131072)] = (None, None, "refused: bench:llama-8b: reading 131072 tokens blockwise needs …")
     assert gpu.floors(report_of("llama-8b", rows))[-1]["value"] is None  # did not work: missed
     assert not gpu.floors(report_of("llama-8b", rows))[-1]["ok"]
-    capture = {(gpu.ROWS[4], 2048): (0.9, 30.0, ""), (gpu.ROWS[6], 2048): (0.5, 5.0, "")}
+    capture = {(gpu.FULL, 2048): (0.9, 30.0, ""), (gpu.SDPA, 2048): (0.5, 5.0, "")}
     full, ratio = gpu.floors(report_of("llama-1b", capture))
     assert ratio["value"] == pytest.approx(1.8) and not ratio["ok"]
     assert full["what"] == "2,048 tokens: every pattern captured / SDPA forward" and not full["ok"]  # ≤ 1.2×
-    capture = {(gpu.ROWS[4], 4096): (5.5, 9.0, ""), (gpu.ROWS[6], 4096): (5.0, 0.1, ""),
-               (gpu.ROWS[4], 8192): (None, None, "refused: …"), (gpu.ROWS[6], 8192): (9.0, 0.1, "")}  # fmt: skip
+    capture = {(gpu.FULL, 4096): (5.5, 9.0, ""), (gpu.SDPA, 4096): (5.0, 0.1, ""),
+               (gpu.FULL, 8192): (None, None, "refused: …"), (gpu.SDPA, 8192): (9.0, 0.1, "")}  # fmt: skip
     (full,) = gpu.floors(report_of("gpt2-small", capture))  # up to 4k tokens only
     assert full["value"] == pytest.approx(1.1) and full["ok"] and full["limit"] == 1.2
-    assert gpu.floors(report_of("llama-1b", {(gpu.ROWS[4], 1024): (0.1, 1.0, "")})) == []  # 2k not measured
+    assert gpu.floors(report_of("llama-1b", {(gpu.FULL, 1024): (0.1, 1.0, "")})) == []  # 2k not measured
 
 
 def test_the_gpu_section_replaces_one_shape_and_leaves_the_rest():

@@ -25,6 +25,8 @@ import torch
 Allocate = Callable[[tuple[int, ...], torch.dtype], torch.Tensor]
 HALF = (torch.bfloat16, torch.float16)  # computed in float32 before any softmax
 CAUSAL_BLOCK = 256  # query rows per block of causal_attention: a block's scores stay in the cache
+CAUSAL_SCRATCH = 16 << 20  # bytes of a block's scores at most: fewer rows at long lengths, so that glibc
+# reuses the block's memory from layer to layer instead of mapping it afresh (it maps blocks past 32 MB anew)
 
 
 def fresh(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
@@ -164,9 +166,10 @@ def causal_attention(
         torch.empty((*batch, length, length), dtype=query.dtype, device=query.device)  # fmt: skip
     rows = pattern.view(n, length, length)
     context = torch.empty((n, length, v.size(-1)), dtype=value.dtype, device=value.device)
-    scratch = torch.empty(n * min(CAUSAL_BLOCK, length) * length, dtype=query.dtype, device=query.device)
-    for r0 in range(0, length, CAUSAL_BLOCK):
-        r1 = min(length, r0 + CAUSAL_BLOCK)
+    step = max(32, min(CAUSAL_BLOCK, CAUSAL_SCRATCH // (query.element_size() * n * length)) // 32 * 32)
+    scratch = torch.empty(n * min(step, length) * length, dtype=query.dtype, device=query.device)
+    for r0 in range(0, length, step):
+        r1 = min(length, r0 + step)
         block = scratch[: n * (r1 - r0) * r1].view(n, r1 - r0, r1)
         torch.baddbmm(block, q[:, r0:r1], k[:, :r1].transpose(1, 2), beta=0, alpha=factor, out=block)
         seen = square[r0:r1, :r1]
