@@ -284,16 +284,23 @@ def full_capture(model: Transformer, name: str, tokens: Tokens, ids: torch.Tenso
 
 
 def recycled_capture(model: Transformer, name: str, tokens: Tokens, ids: torch.Tensor) -> AttentionResult:
-    """:func:`full_capture` writing into the blocks the previous call freed (runtime/memory.py, its pool
-    made as large as one capture's patterns): the capture's own cost without mapping fresh memory,
-    which the full-capture row pays on every call."""
+    """:func:`full_capture` writing into the blocks the previous call freed (runtime/memory.py): the
+    capture's own cost without mapping fresh memory, which the full-capture row pays on every call."""
+    with memory.recycling():
+        return full_capture(model, name, tokens, ids)
+
+
+def recycled_row(model: Transformer, name: str, tokens: Tokens, ids: torch.Tensor, meter: Meter) -> dict:
+    """The row of :func:`recycled_capture`, the memory pool made as large as one capture's patterns
+    while it runs (a call's blocks join the pool when its result is freed), then emptied: transformers
+    runs in the state ours started from."""
     previous = memory.limit_bytes
     memory.limit_bytes = max(previous, int(capture_bytes(model, len(tokens), ("pattern",)) * 1.1))
     try:
-        with memory.recycling():
-            return full_capture(model, name, tokens, ids)
+        return attempt(RECYCLED, len(tokens), meter, lambda: recycled_capture(model, name, tokens, ids))
     finally:
         memory.limit_bytes = previous
+        memory.release()
 
 
 def ours_rows(backend: OursDecoderBackend, tokens: Tokens, ids: torch.Tensor, meter: Meter,
@@ -314,8 +321,7 @@ def ours_rows(backend: OursDecoderBackend, tokens: Tokens, ids: torch.Tensor, me
     if meter.cuda:
         yield row(RECYCLED, n, note="not run: CUDA's caching allocator recycles on its own")
     else:
-        yield attempt(RECYCLED, n, meter, lambda: recycled_capture(backend.model, backend.name, tokens, ids))
-        memory.release()  # the pool's blocks go back: transformers runs in the state ours started from
+        yield recycled_row(backend.model, backend.name, tokens, ids, meter)
 
 
 def transformers_rows(model: torch.nn.Module, ids: torch.Tensor, meter: Meter) -> Iterator[dict]:
