@@ -136,3 +136,13 @@ def test_the_benchmark_on_cuda_counts_device_memory(tmp_path):
     assert report["dtype"] == "bfloat16" and report["device"] == torch.cuda.get_device_name()
     for r in report["rows"]:
         assert r["seconds"] > 0 and r["peak_gb"] >= report["weights_gb"], r  # the allocator's, weights included
+
+
+def test_a_row_measured_in_passes_keeps_its_fastest():
+    slow, fast = gpu.row(gpu.FULL, 2048, [9.0], 2.5), gpu.row(gpu.FULL, 2048, [7.0, 7.5], 2.4)
+    kept = gpu.fastest([slow, fast])
+    assert kept["seconds"] == 7.25 and kept["times"] == [9.0, 7.0, 7.5] and kept["peak_gb"] == 2.5
+    refused = gpu.row(gpu.FULL, 8192, note="refused: …")
+    assert gpu.fastest([refused, refused]) == refused
+    assert gpu.fastest([refused, slow])["seconds"] == 9.0
+    assert gpu.main(["--passes", "0", "--tokens", "64"]) == 2
