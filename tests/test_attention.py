@@ -180,6 +180,8 @@ def test_masks_that_show_a_later_key_or_hide_a_whole_row_take_the_whole_square()
     assert not _sees_no_later_key(q, k, hidden_row)
     assert not _sees_no_later_key(q[..., :100, :], k[..., :100, :], causal_mask(100))  # one block: no gain
     assert not _sees_no_later_key(q.requires_grad_(), k, causal)
+    elsewhere = torch.empty(1, 2, 300, 8, device="meta")  # another device (a GPU) keeps the whole square
+    assert not _sees_no_later_key(elsewhere, elsewhere, causal.to("meta"))
 
 
 @pytest.mark.parametrize("kind", ["causal", "window", "padding", "none", "empty row"])

@@ -133,9 +133,12 @@ def scaled_dot_product_attention(
 
 def _sees_no_later_key(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None) -> bool:
     """Whether :func:`causal_attention` computes this call: self-attention of more than one block of
-    queries, no gradient, and a mask that :func:`_hides_later_keys`."""
+    queries on the CPU, no gradient, and a mask that :func:`_hides_later_keys`. (A GPU keeps the whole
+    square: a block's checks would each wait for the device, and nobody has measured it there yet.)"""
     length = query.size(-2)
     if mask is None or length <= CAUSAL_BLOCK or key.size(-2) != length or query.requires_grad:
+        return False
+    if query.device.type != "cpu":
         return False
     return _hides_later_keys(mask, length)
 
