@@ -44,6 +44,7 @@ from attention_viz.ui.views import (
     image,
     inside,
     layers,
+    long_compare,
     long_focus,
     long_grid,
     long_head,
@@ -83,7 +84,8 @@ DEFAULT_VIEW = "head"
 STANDALONE = {"basics", "image"}  # views that need no model run
 # views that read a text past the capture limit whole, blockwise, from the model's name and the text
 WHOLE_TEXT = {"head": long_head.render_whole, "grid": long_grid.render_whole, "focus": long_focus.render_whole,
-              "layers": long_layers.render_whole, "detector": detector.render_whole}
+              "layers": long_layers.render_whole, "compare": long_compare.render_whole,
+              "detector": detector.render_whole}
 
 st.set_page_config(page_title="attention-viz", page_icon="🔍", layout="wide")
 dim_stale_elements_in_one_step()
@@ -142,7 +144,7 @@ def run_model(say_dropped: bool = True):
 
 def reads_whole_text() -> bool:
     """Whether the view reads the whole of a text past the capture limit (Head, All heads, Token focus,
-    Across layers and the head detector, with a model that can), told from the text's tokens: the ordinary run is then not made."""
+    Across layers, Compare's two heads and the head detector, with a model that can), told from the text's tokens: the ordinary run is then not made."""
     if view not in WHOLE_TEXT or request.model == HF_PREFIX or not request.text.strip() or request.target:
         return False
     try:

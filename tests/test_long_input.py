@@ -166,7 +166,7 @@ def test_head_view_on_a_long_text_draws_tiles_then_exact_cells(folders):
     again.text_area(key="text").set_value(long_text(seed=1)).run()  # a new text opens on the whole of it
     assert problems(again) == [] and level_maps(again)[0][2].shape == (501, 501)
     again.text_area(key="text").set_value(text).run()
-    switch_view(again, "compare")  # the other views read a window of 1,024 tokens, and say which
+    switch_view(again, "ablation")  # the other views read a window of 1,024 tokens, and say which
     assert any("(window 1 of " in info.value for info in again.info)
 
 
@@ -192,7 +192,7 @@ def test_grid_view_on_a_long_text_draws_every_head_from_its_whole_pattern(folder
 
 
 def test_the_long_views_make_no_ordinary_run_until_its_tensors_are_asked_for(folders, monkeypatch):
-    """Head, All heads, Token focus and Across layers draw a long text from the whole of it: the ordinary run of its first 1,024
+    """Head, All heads, Token focus, Across layers, Compare and the detector draw a long text whole: the ordinary run of its first 1,024
     tokens (a forward with capture, which they never draw) is made when the downloads box is opened,
     or by a view that draws it. The whole text is tokenized once (0.3 s at 32k tokens), for telling
     that these views read it whole and for reading it."""
@@ -215,7 +215,7 @@ def test_the_long_views_make_no_ordinary_run_until_its_tensors_are_asked_for(fol
     at.session_state["long_downloads"] = True  # the box opened
     at.run()
     assert problems(at) == [] and runs == [text] and len(at.get("download_button")) == 2 and not at.warning
-    switch_view(at, "compare")  # a view that draws a window of 1,024 tokens: the run of the window's text
+    switch_view(at, "ablation")  # a view that draws a window of 1,024 tokens: the run of the window's text
     assert problems(at) == [] and runs[0] == text and len(runs) == 2 and text.startswith(runs[1])
     assert any("(window 1 of " in info.value for info in at.info)
 
@@ -335,3 +335,21 @@ def test_across_layers_on_a_long_text_reads_the_whole_of_it(folders):
     at.slider(key="layers_long_query").set_value(300).run()  # few enough keys to draw each with its token
     rows, _ = figures(at)
     assert array(rows["data"][0]["z"]).shape == (2, 301) and rows["data"][0]["x"][1] == f"1: {long.tokens.labels[1]}"
+
+
+def test_compare_on_a_long_text_draws_two_heads_of_the_whole_of_it(folders):
+    model, text = f"hf:{folders / 'llama'}", long_text()
+    at = app(view="compare", model=model, text=text)
+    assert problems(at) == [] and not at.warning
+    assert any("two heads side by side" in info.value for info in at.info)
+    maps = level_maps(at)
+    assert [header["title"] for header, _, _ in maps] == ["layer 0, head 0", "layer 1, head 0"]
+    at.select_slider(key="compare_b_head").set_value(3).run()
+    assert problems(at) == []
+    (_, _, a), (header, _, b) = level_maps(at)
+    backend = load_backend(model)
+    long = backend.long_input(*backend.long_tokens(text))
+    everything = range(long.length)
+    expected = long_heatmap(long, 1, 3, long.overview(1, 3, means=False), everything, everything, "max", colours="log")
+    assert header["title"] == "layer 1, head 3" and np.array_equal(b, expected.codes) and a.shape == b.shape
+    assert link(at).get("b_head") == "3"

@@ -23,6 +23,7 @@ from ..inputs import EXAMPLES, MAX_TEXT
 from ..widgets import choice, text
 from ..export import chart, drawn_from
 from ..theme import dark
+from . import long_compare, long_head
 
 TIRED = EXAMPLES["Coreference — tired (it → animal)"]
 WIDE = EXAMPLES["Coreference — wide (it → street)"]
@@ -31,6 +32,9 @@ MODE_NAMES = {"heads": "two heads", "sentences": "two sentences", "coreference":
 
 
 def render(result: AttentionResult) -> None:
+    if long_head.applies(result):  # past the capture limit: two heads of the whole text
+        long_compare.render(result)
+        return
     mode = choice("Compare", MODES, "compare_mode", widget="radio", format_func=MODE_NAMES.get, horizontal=True)
     weighting = weighting_picker()
     if mode == "heads":
