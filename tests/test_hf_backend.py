@@ -33,6 +33,7 @@ from transformers import (
 
 from attention_viz.errors import ModelError
 from attention_viz.backends.hf import HFBackend, model_shape
+from attention_viz.core.names import KINDS
 
 CORPUS = [
     "the cat sat on the mat",
@@ -178,7 +179,7 @@ def test_shapes_are_read_from_the_config():
 
 def test_bert_encoder_self_attention(backends, folders):
     backend, text = backends["bert"], "The cat sat on the zebra mat"
-    assert (backend.shape, backend.max_tokens, backend.kinds) == ("encoder-only", 64, ("pattern",))
+    assert (backend.shape, backend.max_tokens, backend.kinds) == ("encoder-only", 64, KINDS)
     result = backend.run(text)
     n = len(result.tokens)
     assert sorted(result.arrays) == [f"encoder.layers.{i}.self_attn.pattern" for i in range(2)]
@@ -268,9 +269,11 @@ def test_encoder_decoder_generates_without_target(backends, folders):
     assert_labels_spell(result.target_tokens, result.meta["generated_text"])
 
 
-def test_other_kinds_and_misplaced_targets_are_refused(backends):
-    with pytest.raises(ModelError, match=r"only 'pattern', not \['q'\]"):
-        backends["bert"].run("the cat", kinds=("q",))
+def test_other_kinds_are_captured_and_misplaced_targets_refused(backends):
+    # BERT's attention goes through transformers' registry, so q (after the projection) is ours to read
+    result = backends["bert"].run("the cat", kinds=("q",))
+    assert set(result.arrays) == {f"encoder.layers.{i}.self_attn.q" for i in range(2)}
+    assert result.arrays["encoder.layers.0.self_attn.q"].shape == (HEADS, len(result.tokens), 32 // HEADS)
     with pytest.raises(ModelError, match="takes no target"):
         backends["gpt2"].run("the cat", target="a dog")
 

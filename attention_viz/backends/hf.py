@@ -41,7 +41,9 @@ import numpy as np
 import torch
 from huggingface_hub import try_to_load_from_cache
 from tokenizers import Tokenizer
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer, PretrainedConfig
+from transformers import (
+    AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, PretrainedConfig,
+)
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.models.auto.modeling_auto import (
     MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
@@ -58,8 +60,11 @@ from ..errors import ModelError
 from ..runtime.access import HUB_ID
 from ..runtime.device import CPU, Placement
 from ..runtime.settings import ALLOW_DOWNLOAD_ENV, downloads_allowed
+from ..core.hooks import KINDS, capture
 from ..core.names import CROSS, DECODER_SELF, ENCODER_SELF, Group, hook_name
 from .base import Backend, check_text, require_readable
+from .hf_attention import IMPLEMENTATION, register
+from .hf_model import RegistryModel
 
 if TYPE_CHECKING:  # the class itself loads transformers' modelling code, which sets process environment
     from transformers import PreTrainedModel
@@ -167,16 +172,23 @@ class HFBackend(Backend):
         parts = (self.tokenizer.pre_tokenizer, self.tokenizer.decoder)
         self.byte_level = any("ByteLevel" in repr(part) for part in parts)
         self.max_tokens = self._max_tokens(hf_tokenizer.model_max_length)
-        model_class = AutoModelForSeq2SeqLM if self.shape == "encoder-decoder" else AutoModel
+        model_class = self._model_class()
+        register()
         # Mis-shaped tensors are reported with the rest below (transformers alone raises without naming them).
-        model, loading = self._load(
-            "model", model_class, source, attn_implementation="eager", use_safetensors=True,
-            dtype=placement.torch_dtype, output_loading_info=True, ignore_mismatched_sizes=True,
-        )
+        options = dict(use_safetensors=True, dtype=placement.torch_dtype, output_loading_info=True,
+                       ignore_mismatched_sizes=True)
+        try:
+            model, loading = self._load("model", model_class, source, attn_implementation=IMPLEMENTATION, **options)
+        except ModelError as refused:  # a family that takes no attention function but its own
+            if "attention" not in str(refused).lower():
+                raise
+            model, loading = self._load("model", model_class, source, attn_implementation="eager", **options)
         check_loading(self.name, model, loading)
         self.model = model.eval().to(placement.device)
         self.placement = placement
         self.decoder_start_id = self._decoder_start_id() if self.shape == "encoder-decoder" else None
+        self.registry = self._attach_registry()
+        self.lm_head = model_class is AutoModelForCausalLM
 
     # -- loading ---------------------------------------------------------------------------------
     def _locate(self, spec: str) -> Path | str:
@@ -240,6 +252,34 @@ class HFBackend(Backend):
         sane = [int(v) for v in stated if isinstance(v, int) and 0 < v <= 1_000_000]
         return min(min(sane, default=DEFAULT_MAX_TOKENS), MAX_TOKENS_CAP)
 
+    def _model_class(self) -> type:
+        """The seq2seq class, the causal-LM class where the checkpoint holds its LM head (so patching and
+        ablation have logits), else the bare model."""
+        if self.shape == "encoder-decoder":
+            return AutoModelForSeq2SeqLM
+        saved_as = getattr(self.config, "architectures", None) or []
+        if self.shape == "decoder-only" and any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in saved_as):
+            return AutoModelForCausalLM
+        return AutoModel
+
+    def _attach_registry(self) -> RegistryModel | None:
+        """Our hook points inside the model when its attention goes through the registry (one probe
+        forward names each attention); else eager attention, as before, and None."""
+        if getattr(self.model.config, "_attn_implementation", None) != IMPLEMENTATION:
+            return None
+        vocab = int(getattr(self.config, "vocab_size", 0) or self.tokenizer.get_vocab_size())
+        source = torch.arange(3, device=self.model.device)[None] % max(vocab, 1)  # (1, 3): any ids will do
+        extra: dict = {"use_cache": False} if self.shape != "encoder-only" else {}
+        if self.shape == "encoder-decoder":
+            extra["decoder_input_ids"] = source[:, :2]
+        registry = RegistryModel.attach(self.model, self.shape, lambda: self.model(input_ids=source, **extra),
+                                        decoder_length=2, name=self.name)
+        if registry is None:
+            self.model.set_attn_implementation("eager")
+        else:
+            self.kinds = KINDS
+        return registry
+
     def _decoder_start_id(self) -> int:
         for source in (self.model.generation_config, self.config):
             start = getattr(source, "decoder_start_token_id", None)
@@ -270,8 +310,8 @@ class HFBackend(Backend):
         unsupported = sorted(set(kinds or ()) - set(self.kinds))
         if unsupported:
             raise ModelError(
-                f"{self.name} can capture only 'pattern', not {unsupported}: transformers returns the "
-                "attention weights only; q, k, v, scores and context need a from-scratch model (e.g. minilm)"
+                f"{self.name} can capture only 'pattern', not {unsupported}: its attention does not go through "
+                "transformers' attention registry, so only the weights eager attention returns can be shown"
             )
         if target is not None and self.shape != "encoder-decoder":
             raise ModelError(f"{self.name} is {self.shape}: it takes no target text")
@@ -280,39 +320,43 @@ class HFBackend(Backend):
             raise ModelError("the text gives no tokens; type something")
         ids = torch.tensor([tokens.ids], device=self.model.device)  # (1, S): one sentence, so no padding anywhere
         meta: dict = {"dropped": dropped, "implementation": self.implementation,
+                      "attention": "registry" if self.registry is not None else "eager",
                       "provenance": run_of(self.name, self.implementation, text, target)}
+        decoder_tokens, inputs = None, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        if self.shape == "encoder-decoder":
+            decoder_ids, target = self._decoder_ids(ids, target, meta)
+            decoder_tokens = self._decoder_tokens(target, decoder_ids)
+            inputs["decoder_input_ids"] = torch.tensor([decoder_ids], device=ids.device)
+        if self.shape != "encoder-only":
+            inputs["use_cache"] = False
+        if self.registry is not None:
+            with torch.inference_mode(), capture(kinds=kinds) as recorded:
+                self.model(**inputs)
+            return AttentionResult.from_recorder(self.name, tokens, recorded, decoder_tokens, meta)
         with torch.inference_mode():
-            if self.shape == "encoder-decoder":
-                return self._run_encoder_decoder(tokens, ids, target, meta)
-            extra = {"use_cache": False} if self.shape == "decoder-only" else {}
-            out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=True, **extra)
-        part = "encoder" if self.shape == "encoder-only" else "decoder"
-        arrays = self._patterns(out.attentions, (part, "self_attn"), len(tokens), len(tokens))
-        return AttentionResult(self.name, tokens, arrays, meta=meta)
-
-    def _run_encoder_decoder(
-        self, tokens: Tokens, ids: torch.Tensor, target: str | None, meta: dict
-    ) -> AttentionResult:
-        if target is None:
-            decoder_ids = self._generate(ids)
-            target = meta["generated_text"] = self.tokenizer.decode(decoder_ids, skip_special_tokens=True)
-        else:
-            target_tokens, meta["target_dropped"] = tokenize(self.tokenizer, target, self.max_tokens - 1)
-            decoder_ids = [self.decoder_start_id, *target_tokens.ids]
-        out = self.model(
-            input_ids=ids,
-            attention_mask=torch.ones_like(ids),
-            decoder_input_ids=torch.tensor([decoder_ids], device=ids.device),
-            output_attentions=True,  # in 5.x this also returns cross_attentions
-            use_cache=False,
-        )
-        source, decoder = len(tokens), len(decoder_ids)
+            out = self.model(**inputs, output_attentions=True)  # in 5.x this also returns cross_attentions
+        if self.shape != "encoder-decoder":
+            part = "encoder" if self.shape == "encoder-only" else "decoder"
+            arrays = self._patterns(out.attentions, (part, "self_attn"), len(tokens), len(tokens))
+            return AttentionResult(self.name, tokens, arrays, meta=meta)
+        source, decoder = len(tokens), len(decoder_tokens)
         arrays = {
             **self._patterns(out.encoder_attentions, ENCODER_SELF, source, source),
             **self._patterns(out.decoder_attentions, DECODER_SELF, decoder, decoder),
             **self._patterns(out.cross_attentions, CROSS, decoder, source),
         }
-        return AttentionResult(self.name, tokens, arrays, self._decoder_tokens(target, decoder_ids), meta)
+        return AttentionResult(self.name, tokens, arrays, decoder_tokens, meta)
+
+    def _decoder_ids(self, ids: torch.Tensor, target: str | None, meta: dict) -> tuple[list[int], str]:
+        """The decoder's input ids (start token first) and the text they spell: the target's, or the
+        greedy translation's."""
+        if target is None:
+            with torch.inference_mode():
+                decoder_ids = self._generate(ids)
+            target = meta["generated_text"] = self.tokenizer.decode(decoder_ids, skip_special_tokens=True)
+            return decoder_ids, target
+        target_tokens, meta["target_dropped"] = tokenize(self.tokenizer, target, self.max_tokens - 1)
+        return [self.decoder_start_id, *target_tokens.ids], target
 
     def _generate(self, ids: torch.Tensor) -> list[int]:
         """Greedy decoding; returns the decoder ids, start token first."""

@@ -283,3 +283,32 @@ def padding_mask(lengths: torch.Tensor | list[int], max_len: int | None = None) 
     keys = torch.arange(max_len, device=lengths.device)
     return (keys.unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(1)
 
+
+
+def family_scores(query: torch.Tensor, key: torch.Tensor, scaling: float, allowed: torch.Tensor | None = None,
+                  bias: torch.Tensor | None = None, softcap: float | None = None) -> torch.Tensor:
+    """The logits every family's attention softmaxes, float32 ``(..., h, Tq, Tk)``: ``scaling · Q Kᵀ``
+    (key heads repeated for grouped-query attention), soft-capped ``c · tanh(s / c)`` where the family
+    says (Gemma 2), plus an additive ``bias`` (T5's relative positions), ``-inf`` where ``allowed`` is
+    False (True = may attend; broadcast to the scores)."""
+    if key.size(-3) != query.size(-3):
+        key = repeat_kv(key, kv_groups(query.size(-3), key.size(-3)))
+    scores = (query.float() @ key.float().transpose(-2, -1)) * scaling  # (..., h, Tq, Tk)
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    if bias is not None:
+        scores = scores + bias.float()
+    return scores if allowed is None else scores.masked_fill(~allowed, float("-inf"))
+
+
+def softmax_with_sinks(scores: torch.Tensor, sinks: torch.Tensor | None = None) -> torch.Tensor:
+    """Softmax over keys of masked ``scores`` ``(..., h, Tq, Tk)``; a row with no key allowed gives 0s.
+
+    ``sinks`` ``(h,)``: one extra logit per head that joins every row's normaliser but reads no value
+    (GPT-OSS's attention sinks), so a row sums to less than 1 by exactly the sink's share.
+    """
+    if sinks is None:
+        return masked_softmax(scores, torch.isfinite(scores))[1]
+    sink = sinks.float().reshape(-1, 1, 1).expand(*scores.shape[:-1], 1)  # (..., h, Tq, 1)
+    normaliser = torch.logsumexp(torch.cat([scores, sink], dim=-1), dim=-1, keepdim=True)
+    return torch.exp(scores - normaliser)  # exp(-inf) = 0 where masked

@@ -1,0 +1,94 @@
+"""A loaded ``transformers`` model whose attention runs through our registered function
+(:mod:`attention_viz.backends.hf_attention`): which modules are which attention, how many heads each
+has, where its output projection is, and the forward the runners (ablation, patching, value zeroing)
+call — the same questions they ask our own Transformer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from torch import nn
+
+from ..core.names import CROSS, GROUPS, Group
+from ..errors import ModelError
+from . import hf_attention
+from .hf_attention import Site
+
+# The output projection W_O of an attention, by the names families give it: in the attention module
+# itself, else in its parent (BERT and ViT keep it in a sibling "output" module).
+OWN_OUTPUT = ("o_proj", "out_proj", "o", "c_proj", "dense")
+PARENT_OUTPUT = ("output.dense", "dense")
+
+
+@dataclass
+class RegistryModel:
+    """``model`` (eval mode) with every attention the registry calls named and hooked."""
+
+    model: nn.Module
+    shape: str  # "encoder-only" | "decoder-only" | "encoder-decoder"
+    sites: list[Site]
+
+    @classmethod
+    def attach(cls, model: nn.Module, shape: str, probe_run: Callable[[], object], decoder_length: int,
+               name: str) -> RegistryModel | None:
+        """Name and hook ``model``'s attentions from one probe forward; None when none of them goes
+        through the registry (its family computes attention in code of its own)."""
+        calls = hf_attention.probe(probe_run)
+        if not calls:
+            return None
+        sites = hf_attention.name_sites(model, calls, shape, decoder_length)
+        if shape != "encoder-decoder" and any(site.group == CROSS for site in sites):
+            raise ModelError(f"{name}: an attention reads another input than its own ({shape})")
+        hf_attention.attach(model, sites)
+        return cls(model, shape, sites)
+
+    def site(self, group: Group, layer: int) -> Site | None:
+        return next((s for s in self.sites if s.group == group and s.layer == layer), None)
+
+    def layers(self, group: Group) -> int:
+        return sum(1 for s in self.sites if s.group == group)
+
+    def groups(self) -> list[Group]:
+        return [g for g in GROUPS if self.layers(g)]
+
+    def module(self, site: Site) -> nn.Module:
+        return self.model.get_submodule(site.path)
+
+    def heads(self, group: Group, layer: int) -> int:
+        """Query heads of one attention (read from the module, as each family names it)."""
+        site = self.site(group, layer)
+        if site is None:
+            return 0
+        module = self.module(site)
+        config = self.model.config
+        for source, attribute in ((module, "num_heads"), (module, "num_attention_heads"), (module, "n_heads"),
+                                  (module, "n_head"), (config, "num_attention_heads")):
+            value = getattr(source, attribute, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        raise ModelError(f"cannot tell the number of heads of {site.path}")
+
+    def output_projection(self, group: Group, layer: int) -> np.ndarray | None:
+        """W_O as ``(h·d_head, d_model)`` for ``x W_O``, or None where the family hides it."""
+        site = self.site(group, layer)
+        if site is None:
+            return None
+        module = self.module(site)
+        parent = self.model.get_submodule(site.path.rsplit(".", 1)[0]) if "." in site.path else None
+        for owner, names in ((module, OWN_OUTPUT), (parent, PARENT_OUTPUT)):
+            for name in names:
+                try:
+                    projection = owner.get_submodule(name) if owner is not None else None
+                except AttributeError:
+                    continue
+                weight = getattr(projection, "weight", None)
+                if weight is None or weight.dim() != 2:
+                    continue
+                # nn.Linear keeps (out, in); GPT-2's Conv1D keeps (in, out)
+                matrix = weight.T if isinstance(projection, nn.Linear) else weight
+                return matrix.detach().float().cpu().numpy().copy()
+        return None
+

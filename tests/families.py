@@ -1,0 +1,103 @@
+"""Tiny random checkpoints of the families people open, built offline with transformers' own classes
+(a test helper, imported by the registry tests): each folder holds config.json, model.safetensors and
+a word-level tokenizer, as a real checkpoint would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import transformers as tf
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
+from transformers import PreTrainedTokenizerFast
+
+WORDS = "the cat sat on mat a dog ran to park and it was tired because when mary john gave drink".split()
+TEXT = "when mary and john went to the park john gave a drink to"
+SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]
+VOCAB = len(SPECIALS) + len(WORDS)
+LAYERS, HEADS, KV_HEADS = 2, 4, 2
+# shared sizes: head_dim 8, a short original context so that llama3 scaling touches real frequencies
+DECODER = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=LAYERS,
+               num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, head_dim=8, max_position_embeddings=256,
+               pad_token_id=0, bos_token_id=2, eos_token_id=3, tie_word_embeddings=False)
+LLAMA3 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+          "high_freq_factor": 4.0, "original_max_position_embeddings": 8}
+
+# family → (config class, the family's own settings, model class)
+DECODERS: dict[str, tuple[type, dict, type]] = {
+    "llama3.1": (tf.LlamaConfig, dict(rope_parameters=LLAMA3), tf.LlamaForCausalLM),
+    "llama3.2": (tf.LlamaConfig, dict(rope_parameters={**LLAMA3, "factor": 32.0}), tf.LlamaForCausalLM),
+    "qwen2.5": (tf.Qwen2Config, {}, tf.Qwen2ForCausalLM),
+    "qwen3": (tf.Qwen3Config, {}, tf.Qwen3ForCausalLM),
+    "gemma2": (tf.Gemma2Config, dict(sliding_window=4, attn_logit_softcapping=0.3, final_logit_softcapping=3.0, initializer_range=0.5,
+                                     query_pre_attn_scalar=16), tf.Gemma2ForCausalLM),
+    "gemma3": (tf.Gemma3TextConfig, dict(sliding_window=4, query_pre_attn_scalar=16,
+                                         layer_types=["sliding_attention", "full_attention"]),
+               tf.Gemma3ForCausalLM),
+    "mistral": (tf.MistralConfig, dict(sliding_window=4), tf.MistralForCausalLM),
+    "mixtral": (tf.MixtralConfig, dict(num_local_experts=4, num_experts_per_tok=2), tf.MixtralForCausalLM),
+    "phi3": (tf.Phi3Config, {}, tf.Phi3ForCausalLM),
+    "olmo2": (tf.Olmo2Config, {}, tf.Olmo2ForCausalLM),
+    "gpt-oss": (tf.GptOssConfig, dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=4),
+                tf.GptOssForCausalLM),
+    "cohere2": (tf.Cohere2Config, dict(sliding_window=4), tf.Cohere2ForCausalLM),
+}
+OTHERS = ("gpt2", "gpt-neox", "bert", "bart", "t5")
+
+
+def save_tokenizer(folder: Path, template: str = "<s> $A") -> None:
+    vocab = {token: i for i, token in enumerate([*SPECIALS, *WORDS])}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.add_special_tokens(SPECIALS)
+    specials = [(t, vocab[t]) for t in ("<s>", "</s>") if t in template]
+    tokenizer.post_processor = processors.TemplateProcessing(single=template, special_tokens=specials)
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                            pad_token="<pad>").save_pretrained(folder)
+
+
+def model_of(family: str) -> torch.nn.Module:
+    """A seeded random model of ``family`` (every weight drawn, sinks included)."""
+    torch.manual_seed(0)
+    if family in DECODERS:
+        config_class, settings, model_class = DECODERS[family]
+        model = model_class(config_class(**{**DECODER, **settings}))
+    elif family == "gpt2":
+        model = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=LAYERS, n_head=HEADS,
+                                                 n_positions=256, bos_token_id=2, eos_token_id=3))
+    elif family == "gpt-neox":
+        model = tf.GPTNeoXForCausalLM(tf.GPTNeoXConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=48,
+                                                       num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                                       max_position_embeddings=256))
+    elif family == "bert":
+        model = tf.BertModel(tf.BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=LAYERS,
+                                           num_attention_heads=HEADS, intermediate_size=48,
+                                           max_position_embeddings=256), add_pooling_layer=False)
+    elif family == "deberta-v2":
+        model = tf.DebertaV2Model(tf.DebertaV2Config(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=LAYERS,
+                                                     num_attention_heads=HEADS, intermediate_size=48,
+                                                     max_position_embeddings=256))
+    elif family == "bart":
+        model = tf.BartForConditionalGeneration(tf.BartConfig(
+            vocab_size=VOCAB, d_model=32, encoder_layers=LAYERS, decoder_layers=LAYERS, encoder_attention_heads=HEADS,
+            decoder_attention_heads=HEADS, encoder_ffn_dim=48, decoder_ffn_dim=48, max_position_embeddings=256,
+            pad_token_id=0, bos_token_id=2, eos_token_id=3, decoder_start_token_id=2, forced_eos_token_id=None))
+    elif family == "t5":
+        model = tf.T5ForConditionalGeneration(tf.T5Config(
+            vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=48, num_layers=LAYERS, num_heads=HEADS,
+            decoder_start_token_id=0, pad_token_id=0, eos_token_id=3))
+    else:
+        raise KeyError(family)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith("sinks"):  # zeros at init: a sink that changes nothing would test nothing
+                parameter.normal_()
+    return model.eval()
+
+
+def save_family(folder: Path, family: str) -> Path:
+    """``folder`` with a tiny random checkpoint of ``family`` and its tokenizer."""
+    folder.mkdir(parents=True, exist_ok=True)
+    save_tokenizer(folder, "$A </s>" if family == "t5" else "<s> $A")
+    model_of(family).save_pretrained(folder)
+    return folder
