@@ -100,10 +100,16 @@ def test_what_cannot_run_says_where_it_runs(folders, tmp_path, capsys):
     assert main(["run", "--model", f"hf:{folders / 'llama'}", "--text", "the cat sat", "--value-norms", "--ablate", "1.0",
                  "--out", str(out)]) == 0
     assert AttentionResult.load_npz(out).meta["implementation"] == "ours"
-    bert = f"hf:{folders / 'bert'}"
+    from families import save_family  # DeBERTa-v2: its attention bypasses transformers' registry
+
+    bert = f"hf:{folders / 'bert'}"  # through the registry: heads removed and values read in transformers
     for flag in (["--ablate", "0.0"], ["--value-norms"]):
-        assert main(["run", "--model", bert, "--text", "the cat sat", *flag, "--out", str(out)]) == 2
-        assert "runs in transformers" in capsys.readouterr().err
-    assert "runs in transformers" in str(load_backend(bert).ablation_refusal())
+        assert main(["run", "--model", bert, "--text", "the cat sat", *flag, "--out", str(out)]) == 0
+        assert AttentionResult.load_npz(out).meta["implementation"] == "transformers"
+    deberta = f"hf:{save_family(folders / 'deberta', 'deberta-v2')}"
+    for flag in (["--ablate", "0.0"], ["--value-norms"]):
+        assert main(["run", "--model", deberta, "--text", "the cat sat", *flag, "--out", str(out)]) == 2
+        assert "does not go through transformers' attention registry" in capsys.readouterr().err
+    assert "attention registry" in str(load_backend(deberta).ablation_refusal())
     rnn = load_backend("toy-translate-rnn")
     assert rnn.implementation == "ours" and "transformers" not in str(rnn.ablation_refusal())

@@ -21,7 +21,7 @@ from attention_viz.analysis.patching import PRESETS, Patching, restored_fraction
 from attention_viz.backends.patching import Experiment, patch, run_from
 from attention_viz.backends.registry import load_backend
 from attention_viz.errors import ModelError
-from test_hf_backend import save_bert, save_gpt2
+from test_hf_backend import save_gpt2
 from attention_viz.core.hooks import capture
 from test_ours_decoder import save, save_tokenizer
 
@@ -365,8 +365,11 @@ def test_words_of_several_tokens_are_named(folders):
 
 
 def test_models_that_cannot_be_patched_say_why(tmp_path):
-    save_bert(tmp_path)
-    with pytest.raises(ModelError, match="cannot be patched: it runs in transformers"):
+    from families import save_family  # a tiny DeBERTa-v2: its attention bypasses transformers' registry
+
+    save_family(tmp_path, "deberta-v2")
+    with pytest.raises(ModelError, match="cannot be patched: its attention does not go through transformers' attention "
+                                         "registry"):
         patch(load_backend(f"hf:{tmp_path}"), "the cat sat", "the dog sat", "cat", "dog")
     with pytest.raises(ModelError, match="toy-translate-rnn cannot be patched: it has no multi-head attention"):
         patch(load_backend("toy-translate-rnn"), *PRESETS["toy-translate"].inputs)

@@ -65,7 +65,7 @@ class Backend(ABC):
     shape: Shape
     max_tokens: int  # longest input, special tokens included
     kinds: tuple[str, ...]  # which hook kinds this backend can capture
-    can_ablate: bool = False  # whether forward() can remove heads (our own Transformer only)
+    can_ablate: bool = False  # whether forward() can remove heads (ours, and transformers' through our registry)
     # whose code runs the forward: "ours" (model.py, the trained models) or "transformers"; every
     # result's meta["implementation"] says the same
     implementation: str = "ours"
@@ -108,8 +108,8 @@ class Backend(ABC):
     def ablation_refusal(self) -> ModelError:
         """Why :meth:`forward` cannot remove heads here, in one true sentence."""
         if self.implementation == "transformers":
-            return ModelError(f"{self.name} cannot remove heads: it runs in transformers, and ablation needs a model "
-                              "that runs in our own Transformer")
+            return ModelError(f"{self.name} cannot remove heads: its attention does not go through transformers' "
+                              "attention registry, where our hook points sit")
         return ModelError(f"{self.name} cannot remove heads: it has no multi-head attention")
 
     def output_projection(self, group: Group, layer: int) -> np.ndarray | None:

@@ -60,11 +60,13 @@ from ..errors import ModelError
 from ..runtime.access import HUB_ID
 from ..runtime.device import CPU, Placement
 from ..runtime.settings import ALLOW_DOWNLOAD_ENV, downloads_allowed
-from ..core.hooks import KINDS, capture
+from ..analysis.ablation import Ablation
+from ..core.hooks import KINDS, ablate, capture
 from ..core.names import CROSS, DECODER_SELF, ENCODER_SELF, Group, hook_name
-from .base import Backend, check_text, require_readable
+from .base import Backend, Outputs, check_text, require_readable
 from .hf_attention import IMPLEMENTATION, register
 from .hf_model import RegistryModel
+from .ours import head_removals
 
 if TYPE_CHECKING:  # the class itself loads transformers' modelling code, which sets process environment
     from transformers import PreTrainedModel
@@ -313,6 +315,64 @@ class HFBackend(Backend):
                 f"{self.name} can capture only 'pattern', not {unsupported}: its attention does not go through "
                 "transformers' attention registry, so only the weights eager attention returns can be shown"
             )
+        if self.registry is not None:
+            return self._forward(text, target, kinds, None)[0]
+        tokens, meta, inputs, decoder_tokens = self._inputs(text, target)
+        with torch.inference_mode():
+            out = self.model(**inputs, output_attentions=True)  # in 5.x this also returns cross_attentions
+        if self.shape != "encoder-decoder":
+            part = "encoder" if self.shape == "encoder-only" else "decoder"
+            arrays = self._patterns(out.attentions, (part, "self_attn"), len(tokens), len(tokens))
+            return AttentionResult(self.name, tokens, arrays, meta=meta)
+        source, decoder = len(tokens), len(decoder_tokens)
+        arrays = {
+            **self._patterns(out.encoder_attentions, ENCODER_SELF, source, source),
+            **self._patterns(out.decoder_attentions, DECODER_SELF, decoder, decoder),
+            **self._patterns(out.cross_attentions, CROSS, decoder, source),
+        }
+        return AttentionResult(self.name, tokens, arrays, decoder_tokens, meta)
+
+    @property
+    def can_ablate(self) -> bool:  # type: ignore[override]
+        return self.registry is not None
+
+    def forward(self, text: str, target: str | None = None, kinds: Collection[str] | None = ("pattern",),
+                ablation: Ablation | None = None) -> tuple[AttentionResult, Outputs]:
+        """:meth:`run` without ``ablation``'s heads (per call, through the context hook points), plus the
+        final hidden states and, where the checkpoint has its LM head, log p(each next token)."""
+        if self.registry is None:
+            raise self.ablation_refusal()
+        result, out, ids = self._forward(text, target, kinds, ablation)
+        hidden = (out.decoder_hidden_states if self.shape == "encoder-decoder" else out.hidden_states)[-1][0]
+        log_probs = None
+        if getattr(out, "logits", None) is not None:
+            chosen = ids[1:]
+            log_probs = out.logits[0, :-1].float().log_softmax(-1).gather(-1, chosen[:, None])[:, 0]
+            log_probs = log_probs.cpu().numpy()
+        return result, Outputs(hidden.float().cpu().numpy(), log_probs)
+
+    def output_projection(self, group: Group, layer: int) -> np.ndarray | None:
+        return None if self.registry is None else self.registry.output_projection(group, layer)
+
+    def _forward(self, text: str, target: str | None, kinds: Collection[str] | None,
+                 ablation: Ablation | None) -> tuple[AttentionResult, object, torch.Tensor]:
+        """One forward through our attention function with capture and the ablation's heads removed;
+        the result, transformers' output (hidden states included) and the ids that were read last
+        (the decoder's for an encoder–decoder)."""
+        tokens, meta, inputs, decoder_tokens = self._inputs(text, target)
+        removals = {}
+        if ablation is not None:
+            meta["ablation"] = ablation.to_dict()
+            meta["provenance"] = run_of(self.name, self.implementation, text, target, ablation.describe())
+            removals = head_removals(ablation, self.registry.heads, self.model.device)
+        with torch.inference_mode(), ablate(removals), capture(kinds=kinds) as recorded:
+            out = self.model(**inputs, output_hidden_states=True)
+        result = AttentionResult.from_recorder(self.name, tokens, recorded, decoder_tokens, meta)
+        last = inputs.get("decoder_input_ids", inputs["input_ids"])[0]
+        return result, out, last
+
+    def _inputs(self, text: str, target: str | None) -> tuple[Tokens, dict, dict, Tokens | None]:
+        """The text's tokens, the result's meta, transformers' inputs and the decoder's tokens."""
         if target is not None and self.shape != "encoder-decoder":
             raise ModelError(f"{self.name} is {self.shape}: it takes no target text")
         tokens, dropped = self.tokenize(text)
@@ -329,23 +389,7 @@ class HFBackend(Backend):
             inputs["decoder_input_ids"] = torch.tensor([decoder_ids], device=ids.device)
         if self.shape != "encoder-only":
             inputs["use_cache"] = False
-        if self.registry is not None:
-            with torch.inference_mode(), capture(kinds=kinds) as recorded:
-                self.model(**inputs)
-            return AttentionResult.from_recorder(self.name, tokens, recorded, decoder_tokens, meta)
-        with torch.inference_mode():
-            out = self.model(**inputs, output_attentions=True)  # in 5.x this also returns cross_attentions
-        if self.shape != "encoder-decoder":
-            part = "encoder" if self.shape == "encoder-only" else "decoder"
-            arrays = self._patterns(out.attentions, (part, "self_attn"), len(tokens), len(tokens))
-            return AttentionResult(self.name, tokens, arrays, meta=meta)
-        source, decoder = len(tokens), len(decoder_tokens)
-        arrays = {
-            **self._patterns(out.encoder_attentions, ENCODER_SELF, source, source),
-            **self._patterns(out.decoder_attentions, DECODER_SELF, decoder, decoder),
-            **self._patterns(out.cross_attentions, CROSS, decoder, source),
-        }
-        return AttentionResult(self.name, tokens, arrays, decoder_tokens, meta)
+        return tokens, meta, inputs, decoder_tokens
 
     def _decoder_ids(self, ids: torch.Tensor, target: str | None, meta: dict) -> tuple[list[int], str]:
         """The decoder's input ids (start token first) and the text they spell: the target's, or the

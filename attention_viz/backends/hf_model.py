@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from torch import nn
 
 from ..core.names import CROSS, GROUPS, Group
@@ -92,3 +93,26 @@ class RegistryModel:
                 return matrix.detach().float().cpu().numpy().copy()
         return None
 
+
+    # -- what the patching runner asks of a model (backends/patching.py) ---------------------------
+
+    @property
+    def has_lm_head(self) -> bool:
+        return self.shape == "decoder-only" and self.model.get_output_embeddings() is not None
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        """A batch of token ids (B, T) → what a metric reads: the last position's logits (B, 1, V) for a
+        decoder (transformers' own head, its final soft-capping and logit scale included), the final
+        hidden states (B, T, d_model) for an encoder."""
+        if self.shape == "decoder-only":
+            return self.model(input_ids=ids, use_cache=False, logits_to_keep=1).logits
+        return self.model(input_ids=ids).last_hidden_state
+
+    def widest(self, length: int) -> int:
+        """Floats of one run's widest activation: the (h, T, T) scores or the feed-forward's (T, d_ff)."""
+        config = self.model.config
+        heads = max((self.heads(s.group, s.layer) for s in self.sites), default=1)
+        width = max(int(getattr(config, name, 0) or 0) for name in ("intermediate_size", "d_ff", "n_inner",
+                                                                     "hidden_size", "d_model", "n_embd"))
+        vocab = int(getattr(config, "vocab_size", 0) or 0) if self.shape == "decoder-only" else 0
+        return max(heads * length * length * 3, length * width * 4, vocab)

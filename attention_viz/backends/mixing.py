@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextvars
 import re
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -38,8 +38,17 @@ from ..core.names import DECODER_SELF, ENCODER_SELF, Group, hook_name, layer_hoo
 from ..core.result import AttentionResult
 from .ours import ablation_context, output_projection, removals
 
-if TYPE_CHECKING:  # base.py loads this module when a view first asks for a measure
-    from .base import Backend
+
+
+class Backend(Protocol):
+    """What the measures read of a backend (base.Backend has it; base.py loads this module when a view
+    first asks, so naming the class here would tie the two modules in a circle)."""
+
+    name: str
+    shape: str
+    implementation: str
+
+    def ablation_refusal(self) -> ModelError: ...
 
 MEASURES = ("value_zeroing", "alti")  # the kinds the maps are saved under
 ZEROED_ELEMENTS = 1 << 24  # floats a batch of zeroed copies may hold in its largest tensors (64 MB)
@@ -65,8 +74,8 @@ def mixing_arrays(
     if backend.implementation != "transformers":
         raise ModelError(f"{backend.name} cannot give value zeroing or ALTI: it has no multi-head self-attention")
     if "alti" in measures:
-        raise ModelError(f"{backend.name} cannot give ALTI: it runs in transformers, which hands out attention weights "
-                         "only; ALTI needs the values, W_O and the norms of a model that runs in our own Transformer")
+        raise ModelError(f"{backend.name} cannot give ALTI: it runs in transformers, and ALTI needs each layer's norm "
+                         "layout (where the residual and the norms sit), which is written for our own Transformer only")
     if ablation is not None and ablation.heads:
         raise backend.ablation_refusal()
     return transformers_value_zeroing(backend, result)

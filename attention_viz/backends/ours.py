@@ -5,7 +5,7 @@ head removal of :func:`attention_viz.core.hooks.ablate`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -55,13 +55,22 @@ def output_projection(model: Transformer, group: Group, layer: int) -> np.ndarra
 
 def removals(model: Transformer, ablation: Ablation) -> dict[str, HeadRemoval]:
     """Context hook name → HeadRemoval; a ModelError names any head the model does not have."""
+    def heads_of(group: Group, layer: int) -> int:
+        module = attention_module(model, group, layer)
+        return 0 if module is None else module.h
+
+    return head_removals(ablation, heads_of, device_of(model))
+
+
+def head_removals(ablation: Ablation, heads_of: Callable[[Group, int], int],
+                  device: torch.device) -> dict[str, HeadRemoval]:
+    """Context hook name → HeadRemoval for any model that says how many heads each attention has
+    (``heads_of``: 0 where there is no such attention); a ModelError names a head it lacks."""
     for head in ablation.heads:
         group, layer, index = head
-        module = attention_module(model, group, layer)
-        if module is None or not 0 <= index < module.h:
+        if not 0 <= index < heads_of(group, layer):
             raise ModelError(f"the model has no head {format_head(head)}")
     out = {}
-    device = device_of(model)
     for name, heads in ablation.by_context().items():
         rows = ablation.replacement(name)
         replacement = None if rows is None else torch.as_tensor(rows, dtype=torch.float32, device=device)

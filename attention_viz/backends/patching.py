@@ -1,4 +1,6 @@
-"""Activation patching on our own Transformer: the runs behind :mod:`attention_viz.analysis.patching`.
+"""Activation patching on our own Transformer, and on transformers' models whose attention runs through
+our registered function (:mod:`attention_viz.backends.hf_model`): the runs behind
+:mod:`attention_viz.analysis.patching`.
 
 Three forwards' worth of work, whatever the number of sites: the *source* run (clean, or corrupt
 when noising) with its values cached at the hook points the site needs; the *receiver* run (the
@@ -35,6 +37,7 @@ from ..core.model import Transformer, decoder_mask
 from ..core.names import CROSS, DECODER_SELF, ENCODER_SELF, GROUPS, Group, hook_name, layer_hook_name, parse_layer_hook_name
 from ..inputs.tokens import Tokens
 from .base import Backend, check_text
+from .hf_model import RegistryModel
 from .ours import attention_module, device_of
 
 BUDGET = 2**26  # floats of activations a batch of patched runs may hold at its widest (256 MB)
@@ -66,6 +69,15 @@ class Site:
 
 def patchable_model(backend: Backend) -> Transformer:
     """The backend's Transformer of ours; a ModelError says why any other model cannot be patched."""
+    model = patch_target(backend)
+    if not isinstance(model, Transformer):
+        raise ModelError(f"{backend.name} runs in transformers: this needs a model that runs in our own Transformer")
+    return model
+
+
+def patch_target(backend: Backend) -> Transformer | RegistryModel:
+    """The model the patching runs go through: our Transformer, or a transformers model with our hook
+    points (its attention through the registry); a ModelError says why any other cannot be patched."""
     from .induction import InductionBackend
     from .ours_decoder import OursDecoderBackend
     from .scratch import ScratchEncoderBackend
@@ -75,10 +87,20 @@ def patchable_model(backend: Backend) -> Transformer:
         return backend.model
     if isinstance(backend, TranslationBackend) and backend.model.multi_head:
         return backend.model
+    registry = getattr(backend, "registry", None)
+    if isinstance(registry, RegistryModel):
+        if registry.shape == "encoder-decoder":
+            raise ModelError(f"{backend.name} cannot be patched yet: patching a transformers encoder–decoder "
+                             "needs a translation metric that is not built")
+        return registry
     if backend.implementation == "transformers":
-        raise ModelError(f"{backend.name} cannot be patched: it runs in transformers, and patching replaces "
-                         "heads' outputs at hook points that only our own Transformer has")
+        raise ModelError(f"{backend.name} cannot be patched: its attention does not go through transformers' "
+                         "attention registry, where our hook points sit")
     raise ModelError(f"{backend.name} cannot be patched: it has no multi-head attention")
+
+
+def _shape(model: Transformer | RegistryModel) -> str:
+    return model.config.shape if isinstance(model, Transformer) else model.shape
 
 
 def _one_token(word: str, pieces: Sequence[str], model: str) -> None:
@@ -125,11 +147,11 @@ def _check_same_length(clean: Sequence[str], corrupt: Sequence[str], what: str) 
 # -- the two inputs and their metric --------------------------------------------------------------
 
 
-def decoder_sides(backend: Backend, model: Transformer, clean: str, corrupt: str, answer: str,
+def decoder_sides(backend: Backend, model: Transformer | RegistryModel, clean: str, corrupt: str, answer: str,
                   wrong: str) -> tuple[Side, Side, str]:
     from .induction import InductionBackend
 
-    if model.decoder.generator is None:
+    if not (model.has_lm_head if isinstance(model, RegistryModel) else model.decoder.generator is not None):
         raise ModelError(f"{backend.name} has no LM head: the logit difference patching measures needs one")
     if isinstance(backend, InductionBackend):
         ids = [_vocab_id(backend.vocab, w.strip().lower(), backend.name, "symbol") for w in (answer, wrong)]
@@ -139,7 +161,8 @@ def decoder_sides(backend: Backend, model: Transformer, clean: str, corrupt: str
         raise ModelError(f"the answer and the wrong word are the same token ({answer!r})")
 
     def measure(hidden: torch.Tensor) -> torch.Tensor:
-        logits = model.logits(hidden[:, -1]).float()  # (B, V)
+        # our decoder hands over hidden states; a transformers decoder its own last-position logits
+        logits = (model.logits(hidden[:, -1]) if isinstance(model, Transformer) else hidden[:, -1]).float()  # (B, V)
         return logits[:, ids[0]] - logits[:, ids[1]]
 
     sides = []
@@ -218,11 +241,11 @@ def translation_sides(backend: Backend, clean: str, corrupt: str, answer: str,
 def sides(backend: Backend, clean: str, corrupt: str, answer: str, wrong: str,
           token: str | None = None) -> tuple[Side, Side, str]:
     """The clean and corrupt inputs with their metric, checked to be patchable against each other."""
-    model = patchable_model(backend)
+    model = patch_target(backend)
     answer, wrong = answer.strip(), wrong.strip()
     if not answer or not wrong:
         raise ModelError("give the answer and the wrong word (one token each)")
-    shape = model.config.shape
+    shape = _shape(model)
     if shape == "decoder-only":
         pair = decoder_sides(backend, model, clean, corrupt, answer, wrong)
     elif shape == "encoder-only":
@@ -239,8 +262,10 @@ def sides(backend: Backend, clean: str, corrupt: str, answer: str, wrong: str,
 # -- sites ----------------------------------------------------------------------------------------
 
 
-def attentions(model: Transformer) -> list[tuple[Group, int]]:
+def attentions(model: Transformer | RegistryModel) -> list[tuple[Group, int]]:
     """Every attention of the model, in the order rows are listed (encoder, decoder, cross)."""
+    if isinstance(model, RegistryModel):
+        return [(group, layer) for group in model.groups() for layer in range(model.layers(group))]
     out = []
     for group in GROUPS:
         layer = 0
@@ -250,24 +275,33 @@ def attentions(model: Transformer) -> list[tuple[Group, int]]:
     return out
 
 
-def _row_name(model: Transformer, part_or_group: str | Group, layer: int) -> str:
-    if model.config.shape != "encoder-decoder":
+def _row_name(model: Transformer | RegistryModel, part_or_group: str | Group, layer: int) -> str:
+    if _shape(model) != "encoder-decoder":
         return f"layer {layer}"
     name = part_or_group if isinstance(part_or_group, str) else ROW_NAMES[part_or_group]
     return f"{name} {layer}"
 
 
-def hooks_for(model: Transformer, site: str) -> tuple[list[str], list[str], list[int]]:
+def hooks_for(model: Transformer | RegistryModel, site: str) -> tuple[list[str], list[str], list[int]]:
     """The hook name of each row, the rows' labels and each row's head count (0 for ``resid``)."""
     if site == "resid":
-        parts = [p for p in ("encoder", "decoder") if getattr(model, p) is not None]
-        rows = [(part, i) for part in parts for i in range(len(getattr(model, part).layers))]
+        if isinstance(model, RegistryModel):
+            rows = [(g[0], i) for g in model.groups() if g != CROSS for i in range(model.layers(g))]
+        else:
+            parts = [p for p in ("encoder", "decoder") if getattr(model, p) is not None]
+            rows = [(part, i) for part in parts for i in range(len(getattr(model, part).layers))]
         return ([layer_hook_name(part, i) for part, i in rows], [_row_name(model, part, i) for part, i in rows],
                 [0] * len(rows))
     kind = "pattern" if site == "patterns" else "context"
     rows = attentions(model)
     return ([hook_name(group, i, kind) for group, i in rows], [_row_name(model, group, i) for group, i in rows],
-            [attention_module(model, group, i).h for group, i in rows])
+            [_heads(model, group, i) for group, i in rows])
+
+
+def _heads(model: Transformer | RegistryModel, group: Group, layer: int) -> int:
+    if isinstance(model, RegistryModel):
+        return model.heads(group, layer)
+    return attention_module(model, group, layer).h
 
 
 def enumerate_sites(site: str, names: Sequence[str], heads: Sequence[int],
@@ -304,12 +338,15 @@ def _layer_of(name: str) -> int:
     return parse_layer_hook_name(name)[1]
 
 
-def batch_size(model: Transformer, side: Side, n: int) -> int:
+def batch_size(model: Transformer | RegistryModel, side: Side, n: int) -> int:
     """How many patched runs go in one forward: the widest activation of a run times the batch
     stays within BUDGET floats."""
-    c = model.config
     length = max(a.size(1) for a in side.args)
-    widest = max(c.h * length * length * 3, length * max(c.d_ff, c.d_model) * 4)
+    if isinstance(model, RegistryModel):
+        widest = model.widest(length)
+    else:
+        c = model.config
+        widest = max(c.h * length * length * 3, length * max(c.d_ff, c.d_model) * 4)
     return max(1, min(n, BUDGET // widest))
 
 
@@ -335,9 +372,9 @@ class Experiment:
                  site: str, noising: bool = False, token: str | None = None) -> None:
         self.site = check_site(site)
         self.backend, self.noising = backend, noising
-        self.model = patchable_model(backend)
+        self.model = patch_target(backend)
         found = sides(backend, clean, corrupt, answer, wrong, token)
-        device = device_of(self.model)  # the inputs go where the model is (the sides build them on the CPU)
+        device = device_of(self.model if isinstance(self.model, Transformer) else self.model.model)  # the inputs go where the model is (the sides build them on the CPU)
         self.clean_side, self.corrupt_side = (replace(s, args=tuple(a.to(device) for a in s.args)) for s in found[:2])
         self.metric = found[2]
         self.source, self.receiver = ((self.corrupt_side, self.clean_side) if noising
@@ -345,7 +382,7 @@ class Experiment:
         self.names, self.rows, heads = hooks_for(self.model, site)
         kind = {"resid": "resid_pre", "patterns": "pattern"}.get(site, "context")
         # one stack: patched runs start at their layer, from the receiver's residual stream there
-        self.resumable = self.model.config.shape != "encoder-decoder"
+        self.resumable = isinstance(self.model, Transformer) and self.model.config.shape != "encoder-decoder"
         with torch.inference_mode():
             with capture(kinds=(kind,), names=self.names) as cache:
                 source_metric = self._measure(self.source)

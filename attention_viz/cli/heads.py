@@ -59,10 +59,10 @@ def run(backend: Backend, args: argparse.Namespace) -> AttentionResult:
     asked = tuple(args.kinds)
     kinds = tuple(dict.fromkeys(asked + (("v", "pattern") if args.value_norms else ())))
     if args.value_norms and ("v" not in backend.kinds or backend.output_projection(default_group(backend), 0) is None):
-        why = ("it runs in transformers, which hands out attention weights only" if backend.implementation == "transformers"
+        why = ("it runs in transformers and its attention does not go through transformers' attention registry, where "
+               "our hook points read the values" if backend.implementation == "transformers"
                else "its attention has no values and W_O")
-        raise ModelError(f"{backend.name} cannot give value-weighted norms: {why}; they need multi-head attention that "
-                         "runs in our own Transformer")
+        raise ModelError(f"{backend.name} cannot give value-weighted norms: {why}")
     if args.ablate:
         from ..backends.head_effects import make_ablation
 

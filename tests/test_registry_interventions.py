@@ -1,0 +1,137 @@
+"""Head ablation and activation patching on transformers' models through our registered attention
+function, against the same interventions written with plain torch hooks on transformers' own
+modules (an eager load of the same folder): a head's slice of what the output projection receives
+zeroed or swapped in, the residual stream entering a layer swapped at one position."""
+
+import numpy as np
+import pytest
+import torch
+
+from attention_viz.analysis.ablation import Ablation
+from attention_viz.backends.hf import HFBackend
+from attention_viz.backends.patching import patch
+from attention_viz.core.names import DECODER_SELF, ENCODER_SELF
+from families import HEADS, LAYERS, TEXT, save_family
+
+CLEAN = TEXT  # "when mary and john went to the park john gave a drink to"
+CORRUPT = TEXT.replace("park john", "park mary")
+FAMILIES = ["llama3.1", "gemma2", "gpt-oss", "qwen3", "olmo2", "phi3", "cohere2", "gemma3"]
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("families")
+    return {family: save_family(root / family, family) for family in [*FAMILIES, "bert"]}
+
+
+def reference(folder, backend: HFBackend):
+    model = type(backend.model).from_pretrained(folder, attn_implementation="eager").eval()
+    return model
+
+
+def projections(model, backend: HFBackend) -> list[torch.nn.Module]:
+    out = []
+    for site in backend.registry.sites:
+        module = model.get_submodule(site.path)
+        out.append(next(getattr(module, n) for n in ("o_proj", "dense", "o", "c_proj") if hasattr(module, n)))
+    return out
+
+
+def ids_of(backend: HFBackend, text: str) -> torch.Tensor:
+    return torch.tensor([backend.tokenize(text)[0].ids])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_zero_ablation_equals_a_torch_hook_on_the_output_projection(folders, family):
+    backend = HFBackend(str(folders[family]))
+    layer, head = 1, 2
+    _, outputs = backend.forward(CLEAN, kinds=(), ablation=Ablation(((DECODER_SELF, layer, head),)))
+    model = reference(folders[family], backend)
+    d = model.config.hidden_size // HEADS if not hasattr(model.config, "head_dim") else model.config.head_dim
+
+    def zero(module, args):
+        x = args[0].clone()
+        x[..., head * d : (head + 1) * d] = 0
+        return (x,)
+
+    projections(model, backend)[layer].register_forward_pre_hook(zero)
+    ids = ids_of(backend, CLEAN)
+    with torch.no_grad():
+        out = model(ids, output_hidden_states=True)
+    np.testing.assert_allclose(outputs.hidden, out.hidden_states[-1][0].numpy(), atol=1e-5)
+    expected = out.logits[0, :-1].log_softmax(-1).gather(-1, ids[0, 1:, None])[:, 0]
+    np.testing.assert_allclose(outputs.log_probs, expected.numpy(), atol=1e-5)
+    plain = backend.forward(CLEAN, kinds=())[1]
+    assert np.abs(plain.hidden - outputs.hidden).max() > 1e-3  # the head mattered
+
+
+@pytest.mark.parametrize("family", ["llama3.1", "gemma2", "gpt-oss", "qwen3"])
+def test_head_patching_equals_torch_hooks_on_transformers_modules(folders, family):
+    backend = HFBackend(str(folders[family]))
+    result = patch(backend, CLEAN, CORRUPT, "mary", "john", site="heads")
+    model = reference(folders[family], backend)
+    d = model.config.head_dim
+    vocab = backend.tokenizer.get_vocab()
+    answer, wrong = vocab["mary"], vocab["john"]
+    clean_ids, corrupt_ids = ids_of(backend, CLEAN), ids_of(backend, CORRUPT)
+    outs = projections(model, backend)
+
+    def metric(ids, hooks=()) -> float:
+        handles = [module.register_forward_pre_hook(fn) for module, fn in hooks]
+        try:
+            with torch.no_grad():
+                logits = model(ids).logits[0, -1]
+        finally:
+            for handle in handles:
+                handle.remove()
+        return float(logits[answer] - logits[wrong])
+
+    cached = {}
+    metric(clean_ids, [(m, lambda mod, args, i=i: cached.__setitem__(i, args[0].clone())) for i, m in enumerate(outs)])
+    clean, corrupt = metric(clean_ids), metric(corrupt_ids)
+    assert result.clean == pytest.approx(clean, abs=1e-4) and result.corrupt == pytest.approx(corrupt, abs=1e-4)
+    for layer in range(LAYERS):
+        for head in range(HEADS):
+            def swap(module, args, layer=layer, head=head):
+                x = args[0].clone()
+                x[..., head * d : (head + 1) * d] = cached[layer][..., head * d : (head + 1) * d]
+                return (x,)
+            expected = metric(corrupt_ids, [(outs[layer], swap)])
+            assert result.patched[layer, head] == pytest.approx(expected, abs=1e-4), (layer, head)
+
+
+def test_residual_patching_equals_a_pre_hook_on_the_decoder_layer(folders):
+    backend = HFBackend(str(folders["gemma2"]))
+    result = patch(backend, CLEAN, CORRUPT, "mary", "john", site="resid")
+    model = reference(folders["gemma2"], backend)
+    vocab = backend.tokenizer.get_vocab()
+    clean_ids, corrupt_ids = ids_of(backend, CLEAN), ids_of(backend, CORRUPT)
+    entering = {}
+    layers = model.model.layers
+    handles = [layer.register_forward_pre_hook(lambda m, args, kwargs, i=i: entering.__setitem__(i, (
+        args[0] if args else kwargs["hidden_states"]).clone()), with_kwargs=True) for i, layer in enumerate(layers)]
+    with torch.no_grad():
+        model(clean_ids)
+    for handle in handles:
+        handle.remove()
+    for i, layer in enumerate(layers):
+        for position in range(clean_ids.size(1)):
+            def swap(module, args, kwargs, i=i, position=position):
+                x = (args[0] if args else kwargs["hidden_states"]).clone()
+                x[:, position] = entering[i][:, position]
+                return ((x, *args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": x})
+            handle = layer.register_forward_pre_hook(swap, with_kwargs=True)
+            with torch.no_grad():
+                logits = model(corrupt_ids).logits[0, -1]
+            handle.remove()
+            expected = float(logits[vocab["mary"]] - logits[vocab["john"]])
+            assert result.patched[i, position] == pytest.approx(expected, abs=1e-4), (i, position)
+
+
+def test_an_encoder_through_the_registry_is_patched_and_ablated(folders):
+    backend = HFBackend(str(folders["bert"]))
+    result = patch(backend, "the cat and the dog sat because it was tired", "the dog and the cat sat because it was tired",
+                   "cat", "dog", site="heads")
+    assert result.patched.shape == (LAYERS, HEADS) and np.isfinite(result.patched).all()
+    _, outputs = backend.forward(CLEAN, kinds=(), ablation=Ablation(((ENCODER_SELF, 0, 1),)))
+    assert outputs.hidden.shape == (len(backend.tokenize(CLEAN)[0]), 32)
