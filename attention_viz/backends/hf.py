@@ -1,8 +1,12 @@
 """The ``hf:`` backend: any model ``transformers`` can run, its forward done by ``transformers`` itself.
 
-We ask for ``attn_implementation="eager"`` and ``output_attentions=True``. Eager matters: in
-transformers 5.x the default SDPA kernel never materializes the softmax, and ``output_attentions``
-then silently returns nothing. What comes back is renamed to our hook names:
+Every family whose attention goes through transformers' registry (nearly all in 5.x: Llama 3.x, Qwen,
+Gemma, OLMo, Phi, Mistral/Mixtral, GPT-OSS, Cohere, GPT-2, BERT, BART, T5 …) is loaded with our
+registered attention function (:mod:`attention_viz.backends.hf_attention`): the same hook points as
+our own Transformer, per call — every kind captured, heads removed, patching, value norms — with
+``meta["attention"] == "registry"``. A family that computes attention in code of its own (DeBERTa-v2)
+runs eager with ``output_attentions``; only ``pattern`` exists there (``meta["attention"] == "eager"``),
+renamed to our hook names:
 
 ==================================  ====================================================================
 encoder-only (BERT …)               ``attentions`` → ``encoder.layers.{i}.self_attn.pattern``
@@ -14,9 +18,6 @@ encoder–decoder (T5, BART, Marian)  ``encoder_attentions`` → ``encoder.layer
 
 Patterns are ``[heads, query, key]`` float32, batch dropped. One sentence is run at a time, so there
 is no padding. Encoder–decoder runs are teacher-forced on a target, or greedy-generated without one.
-
-Only ``pattern`` exists here: ``transformers`` hands out the attention weights and nothing else
-(q, k, v, scores and context stay inside its modules). The from-scratch backends have every kind.
 
 A checkpoint that does not fit its config.json (weights missing, mis-shaped, or extra inside the
 model) is refused naming the tensors (:func:`check_loading`): transformers would otherwise fill the

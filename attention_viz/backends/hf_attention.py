@@ -25,6 +25,7 @@ live in a weak table beside the modules, and the pre-hooks only read the caller'
 
 from __future__ import annotations
 
+import contextvars
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from ..core.attention import family_scores, repeat_kv, softmax_with_sinks, kv_groups
+from ..core.attention import family_scores, kv_groups, repeat_kv, softmax_with_sinks
 from ..core.hooks import HookPoint, interventions_active
 from ..core.names import CROSS, DECODER_SELF, ENCODER_SELF, KINDS, Group, hook_name, layer_hook_name
 
@@ -122,25 +123,27 @@ def register() -> None:
 # -- naming a loaded model's attention modules ----------------------------------------------------
 
 # The probe forward records which modules the registry calls, in call order (per call, like a capture).
-_probe: list[tuple[nn.Module, int, int]] | None = None
+_probe: contextvars.ContextVar[list[tuple[nn.Module, int, int]] | None] = contextvars.ContextVar(
+    "attention_viz_probe", default=None)
 
 
 def _probe_seen(module: nn.Module, query: torch.Tensor, key: torch.Tensor) -> None:
-    if _probe is not None:
-        _probe.append((module, query.size(-2), key.size(-2)))
+    calls = _probe.get()
+    if calls is not None:
+        calls.append((module, query.size(-2), key.size(-2)))
 
 
 def probe(run: Callable[[], object]) -> list[tuple[nn.Module, int, int]]:
     """The attention modules ``run()`` calls through the registry, with each call's query and key
-    lengths, in call order. Called once per model at load, under the model cache's lock."""
-    global _probe
-    _probe = []
+    lengths, in call order."""
+    calls: list[tuple[nn.Module, int, int]] = []
+    token = _probe.set(calls)
     try:
         with torch.inference_mode():
             run()
-        return _probe
+        return calls
     finally:
-        _probe = None
+        _probe.reset(token)
 
 
 def name_sites(model: nn.Module, calls: Sequence[tuple[nn.Module, int, int]], shape: str,
