@@ -56,12 +56,13 @@ def save_tokenizer(folder: Path, template: str = "<s> $A") -> None:
                             pad_token="<pad>").save_pretrained(folder)
 
 
-def model_of(family: str) -> torch.nn.Module:
-    """A seeded random model of ``family`` (every weight drawn, sinks included)."""
+def model_of(family: str, **changes) -> torch.nn.Module:
+    """A seeded random model of ``family`` (every weight drawn, sinks included); ``changes`` go into
+    a decoder family's config."""
     torch.manual_seed(0)
     if family in DECODERS:
         config_class, settings, model_class = DECODERS[family]
-        model = model_class(config_class(**{**DECODER, **settings}))
+        model = model_class(config_class(**{**DECODER, **settings, **changes}))
     elif family == "gpt2":
         model = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=LAYERS, n_head=HEADS,
                                                  n_positions=256, bos_token_id=2, eos_token_id=3))
@@ -95,9 +96,9 @@ def model_of(family: str) -> torch.nn.Module:
     return model.eval()
 
 
-def save_family(folder: Path, family: str) -> Path:
+def save_family(folder: Path, family: str, **changes) -> Path:
     """``folder`` with a tiny random checkpoint of ``family`` and its tokenizer."""
     folder.mkdir(parents=True, exist_ok=True)
     save_tokenizer(folder, "$A </s>" if family == "t5" else "<s> $A")
-    model_of(family).save_pretrained(folder)
+    model_of(family, **changes).save_pretrained(folder)
     return folder

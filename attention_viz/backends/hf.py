@@ -62,10 +62,12 @@ from ..runtime.access import HUB_ID
 from ..runtime.device import CPU, Placement
 from ..runtime.settings import ALLOW_DOWNLOAD_ENV, downloads_allowed
 from ..analysis.ablation import Ablation
+from ..analysis.long_input import LongInput
 from ..core.hooks import KINDS, ablate, capture
 from ..core.names import CROSS, DECODER_SELF, ENCODER_SELF, Group, hook_name
 from .base import Backend, Outputs, check_text, require_readable
 from .hf_attention import IMPLEMENTATION, register
+from .hf_long import long_refusal, queries_keys
 from .hf_model import RegistryModel
 from .ours import head_removals
 
@@ -75,6 +77,7 @@ if TYPE_CHECKING:  # the class itself loads transformers' modelling code, which 
 MAX_NEW_TOKENS = 64  # greedy generation budget for encoder–decoder models without a target
 DEFAULT_MAX_TOKENS = 512  # when neither tokenizer nor config states a limit (T5: relative positions)
 MAX_TOKENS_CAP = 2048  # eager attention is quadratic, and a longer heatmap is unreadable anyway
+LONG_FROM = 1024  # a decoder that reads long inputs captures up to here; past it, the long path (as ours)
 # A pooler turns the last layer's first token into a sentence vector after every attention has run.
 UNUSED_WHEN_MISSING = ("pooler.",)
 # Buffers older checkpoints saved beside the weights (causal masks, rotary frequencies, position ids):
@@ -191,7 +194,10 @@ class HFBackend(Backend):
         self.placement = placement
         self.decoder_start_id = self._decoder_start_id() if self.shape == "encoder-decoder" else None
         self.registry = self._attach_registry()
-        self.lm_head = model_class is AutoModelForCausalLM
+        self._long_refusal = (long_refusal(self.registry, self.name) if self.registry is not None
+                              else f"{self.name}'s attention does not go through transformers' attention registry")
+        if self.can_read_long:  # past LONG_FROM tokens the views rebuild patterns blockwise from q/k
+            self.max_tokens = min(self.max_tokens, LONG_FROM)
 
     # -- loading ---------------------------------------------------------------------------------
     def _locate(self, spec: str) -> Path | str:
@@ -336,6 +342,32 @@ class HFBackend(Backend):
     @property
     def can_ablate(self) -> bool:  # type: ignore[override]
         return self.registry is not None
+
+    @property
+    def can_read_long(self) -> bool:  # type: ignore[override]
+        return self._long_refusal is None and self._position_limit() > LONG_FROM
+
+    def _position_limit(self) -> int:
+        limit = getattr(self.config, "max_position_embeddings", None)
+        return int(limit) if isinstance(limit, int) and limit > 0 else 0
+
+    def long_tokens(self, text: str) -> tuple[Tokens, int]:
+        if not self.can_read_long:
+            return super().long_tokens(text)
+        tokens, dropped = tokenize(self.tokenizer, check_text(text), self._position_limit())
+        return require_readable(tokens), dropped
+
+    def long_input(self, tokens: Tokens, dropped: int = 0) -> LongInput:
+        if not self.can_read_long:
+            return super().long_input(tokens, dropped)
+        ids = torch.tensor([tokens.ids], device=self.model.device)
+        return LongInput(self.name, tokens, queries_keys(self.registry, ids, self.name), dropped)
+
+    def _cannot_read_long(self) -> ModelError:
+        if self._long_refusal is not None:
+            return ModelError(f"{self.name} cannot read inputs longer than {self.max_tokens} tokens here: "
+                              f"{self._long_refusal.removeprefix(self.name + ' ')}")
+        return super()._cannot_read_long()
 
     def forward(self, text: str, target: str | None = None, kinds: Collection[str] | None = ("pattern",),
                 ablation: Ablation | None = None) -> tuple[AttentionResult, Outputs]:

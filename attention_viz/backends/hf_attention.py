@@ -47,12 +47,31 @@ _POINTS: weakref.WeakKeyDictionary[nn.Module, dict[str, HookPoint]] = weakref.We
 
 
 @dataclass(frozen=True)
+class Call:
+    """One call of the registry during the probe forward: the module, its query and key lengths, and
+    what the family passed that changes the pattern."""
+
+    module: nn.Module
+    queries: int
+    keys: int
+    scaling: float
+    window: int | None  # sliding_window: the last W keys, itself included
+    softcap: float | None
+    sinks: bool
+
+
+@dataclass(frozen=True)
 class Site:
-    """Where one attention module sits: its group, its layer and its path in the model."""
+    """Where one attention module sits (its group, its layer, its path in the model) and the extras
+    its family passes (the long path rebuilds patterns from q/k with them)."""
 
     group: Group
     layer: int
     path: str
+    scaling: float = 1.0
+    window: int | None = None
+    softcap: float | None = None
+    sinks: bool = False
 
 
 def attention_forward(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -60,10 +79,11 @@ def attention_forward(module: nn.Module, query: torch.Tensor, key: torch.Tensor,
                       **extras) -> tuple[torch.Tensor, torch.Tensor | None]:
     """transformers' attention contract: query (B, h, Tq, d), key/value (B, h_kv, Tk, d) → the context
     (B, Tq, h, d) and the weights (or None). The mask is bool (True = may attend) or None."""
-    _probe_seen(module, query, key)
     points = _POINTS.get(module)
     softcap, sinks, bias = extras.get("softcap"), extras.get("s_aux"), extras.get("position_bias")
     scaling = query.size(-1) ** -0.5 if scaling is None else scaling
+    _probe_seen(Call(module, query.size(-2), key.size(-2), float(scaling), extras.get("sliding_window"),
+                     softcap, sinks is not None))
     if points is None or not interventions_active():
         if softcap is None and sinks is None:
             return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
@@ -123,20 +143,18 @@ def register() -> None:
 # -- naming a loaded model's attention modules ----------------------------------------------------
 
 # The probe forward records which modules the registry calls, in call order (per call, like a capture).
-_probe: contextvars.ContextVar[list[tuple[nn.Module, int, int]] | None] = contextvars.ContextVar(
-    "attention_viz_probe", default=None)
+_probe: contextvars.ContextVar[list[Call] | None] = contextvars.ContextVar("attention_viz_probe", default=None)
 
 
-def _probe_seen(module: nn.Module, query: torch.Tensor, key: torch.Tensor) -> None:
+def _probe_seen(call: Call) -> None:
     calls = _probe.get()
     if calls is not None:
-        calls.append((module, query.size(-2), key.size(-2)))
+        calls.append(call)
 
 
-def probe(run: Callable[[], object]) -> list[tuple[nn.Module, int, int]]:
-    """The attention modules ``run()`` calls through the registry, with each call's query and key
-    lengths, in call order."""
-    calls: list[tuple[nn.Module, int, int]] = []
+def probe(run: Callable[[], object]) -> list[Call]:
+    """The registry's calls during ``run()``, in call order."""
+    calls: list[Call] = []
     token = _probe.set(calls)
     try:
         with torch.inference_mode():
@@ -146,8 +164,7 @@ def probe(run: Callable[[], object]) -> list[tuple[nn.Module, int, int]]:
         _probe.reset(token)
 
 
-def name_sites(model: nn.Module, calls: Sequence[tuple[nn.Module, int, int]], shape: str,
-               decoder_length: int) -> list[Site]:
+def name_sites(model: nn.Module, calls: Sequence[Call], shape: str, decoder_length: int) -> list[Site]:
     """Each called module's group and layer. Encoder–decoder: the encoder's modules are its layers in
     order; in the decoder a module whose key length differs from ``decoder_length`` queries reads the
     encoder (cross-attention). Every module is named once, the first time it is called."""
@@ -156,19 +173,20 @@ def name_sites(model: nn.Module, calls: Sequence[tuple[nn.Module, int, int]], sh
     encoder_modules = set(encoder.modules()) if encoder is not None else set()
     counts: dict[Group, int] = {}
     sites, seen = [], set()
-    for module, queries, keys in calls:
-        if module in seen:
+    for call in calls:
+        if call.module in seen:
             continue
-        seen.add(module)
+        seen.add(call.module)
         if shape == "encoder-only":
             group = ENCODER_SELF
         elif shape == "decoder-only":
             group = DECODER_SELF
-        elif module in encoder_modules:
+        elif call.module in encoder_modules:
             group = ENCODER_SELF
         else:
-            group = CROSS if (queries, keys) != (decoder_length, decoder_length) else DECODER_SELF
-        sites.append(Site(group, counts.get(group, 0), paths[module]))
+            group = CROSS if (call.queries, call.keys) != (decoder_length, decoder_length) else DECODER_SELF
+        sites.append(Site(group, counts.get(group, 0), paths[call.module], call.scaling, call.window, call.softcap,
+                          call.sinks))
         counts[group] = counts.get(group, 0) + 1
     return sites
 

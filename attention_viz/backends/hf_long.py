@@ -1,0 +1,89 @@
+"""Long inputs through a transformers decoder whose attention runs through our registered function,
+without any (T, T) tensor: one forward in which every layer's context comes from transformers' own SDPA
+(nobody asks for a pattern), reading each layer's q and k at their hook points. The patterns are then
+rebuilt block by block on demand (:mod:`attention_viz.analysis.blockwise`), as for our own decoder.
+
+The blockwise passes read logits as q·k/√d_k; a family's own scaling (Gemma's query scalar, say) is
+folded into the kept queries, and each layer's sliding window comes from what the family passed the
+registry. Soft-capped logits (Gemma 2) and sinks (GPT-OSS) change every logit or every normaliser,
+which the passes do not model: such a model is refused here in one sentence, naming the extra.
+Memory: layers × (h + h_kv) × T × d_head floats of q/k, kept on the host as float32 numpy.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import torch
+
+from ..analysis.blockwise import normalizers
+from ..core.hooks import capture
+from ..core.names import DECODER_SELF, hook_name
+from ..errors import ModelError
+from .hf_model import RegistryModel
+
+
+def long_refusal(registry: RegistryModel, name: str) -> str | None:
+    """Why the long path cannot rebuild this model's patterns, or None when it can."""
+    if registry.shape != "decoder-only":
+        return f"{name} is {registry.shape}: long inputs are read by decoder-only models"
+    for site in registry.sites:
+        if site.softcap is not None:
+            return (f"{name} soft-caps its attention logits (c·tanh(s/c)), which the blockwise passes behind long "
+                    "inputs do not model yet")
+        if site.sinks:
+            return (f"{name} has attention sinks (a logit in every row's normaliser), which the blockwise passes "
+                    "behind long inputs do not model yet")
+    return None
+
+
+class RegistryQueriesKeys:
+    """:class:`~attention_viz.analysis.blockwise.QueriesKeys` of one long input: every layer's q/k
+    from one forward, each head's normalizers from a float64 row pass when first asked (one lock)."""
+
+    def __init__(self, registry: RegistryModel, ids: torch.Tensor) -> None:
+        sites = sorted((s for s in registry.sites if s.group == DECODER_SELF), key=lambda s: s.layer)
+        length = ids.shape[1]
+        self.n_layers = len(sites)
+        self.n_heads = registry.heads(DECODER_SELF, 0)
+        self.window = [s.window if s.window is not None and s.window < length else None for s in sites]
+        names = [hook_name(DECODER_SELF, s.layer, kind) for s in sites for kind in ("q", "k")]
+        with torch.inference_mode(), capture(kinds=("q", "k"), names=names) as recorded:
+            registry.model.base_model(input_ids=ids, use_cache=False)
+        self._q, self._k = [], []
+        for site in sites:
+            q = recorded[hook_name(DECODER_SELF, site.layer, "q")][0].float()  # (h, T, d)
+            # the passes divide by √d: the family's own scaling goes into q
+            self._q.append((q * (site.scaling * math.sqrt(q.shape[-1]))).numpy())
+            self._k.append(recorded[hook_name(DECODER_SELF, site.layer, "k")][0].float().numpy())
+        self._lse: dict[tuple[int, int], np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def layer(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
+        return self._q[layer], self._k[layer]
+
+    def head(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
+        q, k = self._q[layer], self._k[layer]
+        return q[head], k[head // (q.shape[0] // k.shape[0])]
+
+    def normalizers(self, layer: int, head: int | None = None) -> np.ndarray:
+        heads = range(self.n_heads) if head is None else [head]
+        for h in heads:
+            if (layer, h) not in self._lse:
+                q, k = self.head(layer, h)
+                lse = normalizers(q, k, range(q.shape[0]), window=self.window[layer])
+                with self._lock:
+                    self._lse[(layer, h)] = lse
+        if head is not None:
+            return self._lse[(layer, head)]
+        return np.stack([self._lse[(layer, h)] for h in heads])
+
+
+def queries_keys(registry: RegistryModel, ids: torch.Tensor, name: str) -> RegistryQueriesKeys:
+    """``ids`` (1, T) through the model once; a ModelError in one sentence where this path cannot run."""
+    refusal = long_refusal(registry, name)
+    if refusal is not None:
+        raise ModelError(refusal)
+    return RegistryQueriesKeys(registry, ids)
