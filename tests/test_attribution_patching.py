@@ -3,7 +3,8 @@ here on transformers' own modules: for every site alone, a zero added at that si
 corrupt run (through test_patching's torch forward hooks on the output projection's input, on a
 decoder layer's input, and in the eager attention function's weights), one backward, and the
 clean − corrupt difference there times the gradient; on a tiny GPT-2 and a tiny grouped-query Llama. Also: agreement with activation
-patching on the induction model, the CLI's --method, and gradients under an outer inference mode."""
+patching on the induction model, the CLI's --method, gradients under an outer inference mode, and
+the Patching page's attribution heatmap beside activation patching's with their correlation."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ import pytest
 import torch
 
 from attention_viz import cli
-from attention_viz.analysis.patching import PRESETS
+from attention_viz.analysis.attribution_patching import agreement
+from attention_viz.analysis.patching import PRESETS, Patching
 from attention_viz.backends.attribution_patching import attribution_patch
 from attention_viz.backends.patching import patch
 from attention_viz.backends.registry import load_backend
+from single_view import array, figures, open_view, problems
 from test_patching import PAIRS, SITES, Theirs, cells, folders  # noqa: F401 (folders: a fixture)
 
 
@@ -123,3 +126,26 @@ def test_the_notebook_api_takes_the_method():
     np.testing.assert_allclose(result["heads"], expected.restored, atol=1e-6)
     with pytest.raises(Exception, match="unknown method 'gradient'"):
         av.patch("induction", method="gradient")
+
+
+def test_agreement_is_pearsons_r_over_the_shared_sites():
+    def result(values) -> Patching:
+        return Patching(model="m", site="resid", metric="d", tokens=("a", "b", "c"), corrupt_tokens=("a", "b", "d"),
+                        clean=1.0, corrupt=0.0, patched=np.array([values]), rows=("layer 0",))
+
+    # centred (1, 0, -1) and (2, -1, -1) over the first three cells (the NaN cell left out): r = 3 / √(2·6)
+    assert agreement(result([1.0, 0.0, -1.0, np.nan]), result([3.0, 0.0, 0.0, 5.0])) == pytest.approx(3 / np.sqrt(12))
+    assert agreement(result([1.0, 1.0, 1.0, 1.0]), result([3.0, 0.0, 0.0, 5.0])) is None
+
+
+def test_the_patching_page_draws_the_estimates_beside_the_measurements():
+    at = open_view("patching", model="induction", text="a b c a b", site="patterns", attribution="true")
+    assert not problems(at)
+    measured, estimated = figures(at)
+    inputs = PRESETS["induction"].inputs
+    expected = attribution_patch(load_backend("induction"), *inputs, "patterns")
+    np.testing.assert_allclose(array(estimated["data"][0]["z"]).reshape(expected.restored.shape), expected.restored,
+                               atol=1e-6)
+    assert "estimated by attribution patching" in estimated["layout"]["title"]["text"]
+    r = agreement(patch(load_backend("induction"), *inputs, "patterns"), expected)
+    assert any(f"r = {r:.3f}" in c.value for c in at.caption)

@@ -44,7 +44,8 @@ def cmd_patch(args: argparse.Namespace) -> int:
     from ..backends.patching import patch
 
     run = attribution_patch if args.method == "attribution" else patch
-    result = run(load_backend(args.model, **placement(args)), clean, corrupt, answer, wrong, args.site, args.noising, args.token)
+    result = run(load_backend(args.model, **placement(args)), clean, corrupt, answer, wrong, args.site, args.noising,
+                 args.token)
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
         return 0
