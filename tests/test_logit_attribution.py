@@ -2,8 +2,8 @@
 written here with transformers' own modules: torch forward hooks give each head's input to the
 output projection and each MLP's output, the final norm is applied with the scale of the run's own
 final residual frozen, then W_U[answer] − W_U[wrong]; on a tiny random GPT-2 (LayerNorm, learned
-positions, biases) and a tiny grouped-query Llama (RMSNorm, rotary, no biases). Also: the CLI's JSON
-keys, and one-line refusals."""
+positions, biases), a tiny grouped-query Llama (RMSNorm, rotary, no biases) and a tiny GPT-NeoX
+(parallel attention and MLP). Also: the CLI's JSON keys, and one-line refusals."""
 
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ import json
 import numpy as np
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, GPTNeoXConfig, GPTNeoXForCausalLM
 
 from attention_viz import cli
 from attention_viz.backends.logit_attribution import attribute
 from attention_viz.backends.registry import load_backend
 from attention_viz.errors import ModelError
+from test_ours_decoder import SIZES, save_tokenizer
 from test_patching import PAIRS, folders  # noqa: F401 (a fixture: the tiny GPT-2 and Llama folders)
 
 
@@ -32,15 +33,18 @@ def their_attribution(folder: str, architecture: str, text: str, answer: str, wr
     before = tokenizer(text)["input_ids"]
     a, w = (tokenizer(f"{text} {word}")["input_ids"][len(before)] for word in (answer, wrong))
     if architecture == "gpt2":
-        body, layers = model.transformer, list(model.transformer.h)
-        projections, norm = [layer.attn.c_proj for layer in layers], model.transformer.ln_f
+        layers, norm = list(model.transformer.h), model.transformer.ln_f
+        projections = [layer.attn.c_proj for layer in layers]
         rows = [p.weight.double() for p in projections]  # Conv1D: (in, out)
-        eps = norm.eps
     else:
-        body, layers = model.model, list(model.model.layers)
-        projections, norm = [layer.self_attn.o_proj for layer in layers], model.model.norm
+        body = model.gpt_neox if architecture == "gpt_neox" else model.model
+        layers = list(body.layers)
+        norm = body.final_layer_norm if architecture == "gpt_neox" else body.norm
+        projections = [layer.attention.dense if architecture == "gpt_neox" else layer.self_attn.o_proj
+                       for layer in layers]
         rows = [p.weight.double().T for p in projections]  # Linear: (out, in)
-        eps = norm.variance_epsilon
+    eps = norm.variance_epsilon if architecture == "llama" else norm.eps
+    unembedding = model.get_output_embeddings().weight
     merged, mlps, final = {}, {}, {}
     handles = [p.register_forward_pre_hook(lambda m, args, i=i: merged.__setitem__(i, args[0][0].double()))
                for i, p in enumerate(projections)]
@@ -53,9 +57,9 @@ def their_attribution(folder: str, architecture: str, text: str, answer: str, wr
         for handle in handles:
             handle.remove()
     x = final["x"][position]
-    centre = (lambda v: v - v.mean()) if architecture == "gpt2" else (lambda v: v)
+    centre = (lambda v: v) if architecture == "llama" else (lambda v: v - v.mean())  # RMSNorm, or LayerNorm
     scale = torch.sqrt((centre(x) ** 2).mean() + eps)
-    direction = (model.lm_head.weight[a] - model.lm_head.weight[w]).double()
+    direction = (unembedding[a] - unembedding[w]).double()
     gain = norm.weight.double()
 
     def through(v: torch.Tensor) -> float:
@@ -66,7 +70,7 @@ def their_attribution(folder: str, architecture: str, text: str, answer: str, wr
     heads = np.array([[through(merged[i][position, j * d_k:(j + 1) * d_k] @ rows[i][j * d_k:(j + 1) * d_k])
                        for j in range(h)] for i in range(len(layers))])
     rest = 0.0
-    if architecture == "gpt2":
+    if architecture != "llama":  # output projection biases, the LayerNorm's bias
         rest = sum(through(p.bias.double()) for p in projections) + float(norm.bias.double() @ direction)
     logits = out.logits[0, position]
     return {"heads": heads, "mlp": np.array([through(mlps[i][position]) for i in range(len(layers))]),
@@ -74,13 +78,24 @@ def their_attribution(folder: str, architecture: str, text: str, answer: str, wr
             "total": float(logits[a] - logits[w])}
 
 
-@pytest.mark.parametrize("architecture", ["gpt2", "llama"])
+@pytest.fixture(scope="module")
+def neox(tmp_path_factory) -> str:
+    """GPT-NeoX: parallel attention and MLP (both read the layer's input), a quarter of each head rotary."""
+    folder = tmp_path_factory.mktemp("neox")
+    torch.manual_seed(0)
+    n = save_tokenizer(folder)
+    GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=n, initializer_range=0.3, **SIZES)).save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.mark.parametrize("architecture", ["gpt2", "llama", "gpt_neox"])
 @pytest.mark.parametrize("position", [None, 3])
-def test_every_part_equals_the_decomposition_with_transformers_modules(folders, architecture, position):
-    text, _, answer, wrong = PAIRS[architecture]
-    ours = attribute(load_backend(f"hf:{folders[architecture]}"), text, answer, wrong, position)
+def test_every_part_equals_the_decomposition_with_transformers_modules(folders, neox, architecture, position):
+    folder = neox if architecture == "gpt_neox" else folders[architecture]
+    text, _, answer, wrong = PAIRS["llama" if architecture == "gpt_neox" else architecture]  # the same words
+    ours = attribute(load_backend(f"hf:{folder}"), text, answer, wrong, position)
     p = len(ours.tokens) - 1 if position is None else position
-    theirs = their_attribution(folders[architecture], architecture, text, answer, wrong, p)
+    theirs = their_attribution(folder, architecture, text, answer, wrong, p)
     # their parts are the whole logit difference: the reference decomposition leaves nothing out
     assert theirs["heads"].sum() + theirs["mlp"].sum() + theirs["embed"] + theirs["rest"] == pytest.approx(
         theirs["total"], abs=1e-4)
