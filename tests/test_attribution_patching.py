@@ -149,3 +149,19 @@ def test_the_patching_page_draws_the_estimates_beside_the_measurements():
     assert "estimated by attribution patching" in estimated["layout"]["title"]["text"]
     r = agreement(patch(load_backend("induction"), *inputs, "patterns"), expected)
     assert any(f"r = {r:.3f}" in c.value for c in at.caption)
+
+
+def test_one_forward_per_input_and_one_backward(monkeypatch):
+    """Every site from two forwards and one backward, whatever the number of sites (112 here)."""
+    import attention_viz.backends.attribution_patching as runner
+
+    backend = load_backend("induction")
+    forwards, backwards = [], []
+    handle = backend.model.register_forward_pre_hook(lambda module, args: forwards.append(1))
+    real_grad = torch.autograd.grad
+    monkeypatch.setattr(runner.torch.autograd, "grad", lambda *a, **k: backwards.append(1) or real_grad(*a, **k))
+    try:
+        result = attribution_patch(backend, *PRESETS["induction"].inputs, "head_positions")
+    finally:
+        handle.remove()
+    assert result.patched.size == 2 * 4 * 14 and (len(forwards), len(backwards)) == (2, 1)
