@@ -58,7 +58,7 @@ def summary(result: Patching, method: str = "activation") -> str:
     restored = result.restored
     lines = [f"{result.model}: {method} patching, {'noising' if result.noising else 'denoising'}, site {result.site}",
              f"metric: {result.metric}; clean {result.clean:.4f}, corrupt {result.corrupt:.4f}",
-             "restored fraction (patched − corrupt) / (clean − corrupt):"]
+             ("estimated " if method == "attribution" else "") + "restored fraction (patched − corrupt) / (clean − corrupt):"]
     if restored.ndim == 3:  # head_positions: each head's best position
         lines.append("(each head's largest over positions)")
         restored = np.nanmax(restored, axis=2)
