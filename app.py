@@ -49,6 +49,7 @@ from attention_viz.ui.views import (
     long_grid,
     long_head,
     long_layers,
+    logit_lens,
     patching,
     positional,
 )
@@ -76,6 +77,7 @@ EXPLORE = {
     "ablation": ("Head ablation", "switch heads off and see what changes", ablation.render),
     "detector": ("Head detector", "find heads that match a pattern", detector.render),
     "patching": ("Patching", "which heads carry the difference between two sentences", patching.render),
+    "logit_lens": ("Logit lens", "what a decoder would predict after each layer", logit_lens.render),
     "atlas": ("Head atlas", "every head over a corpus", atlas.render),
 }
 SECTIONS = {"Learn": LEARN, "Explore": EXPLORE}

@@ -102,6 +102,7 @@ def patch(
     site: str = "heads",
     noising: bool = False,
     token: str | None = None,
+    method: str = "activation",
     device: str | None = None,
     dtype: str | None = None,
 ) -> PatchResult:
@@ -114,6 +115,8 @@ def patch(
     corrupt). Without texts and words, the model's preset pair (``minilm``: "... it was too
     tired/wide", ``toy-translate``: signée/signé, ``induction``: a shuffled first copy).
     ``token``: encoders only, the token whose representation is compared (default: the first pronoun).
+    ``method="attribution"``: every site estimated at once, (a_clean − a_corrupt) · ∂metric/∂a at the
+    corrupt run (attribution patching, Nanda 2023), from one forward per input and one backward.
     ``device``, ``dtype``: as in :func:`run`.
 
     Returns a :class:`~attention_viz.analysis.patching.Patching`: ``result["heads"]`` (numpy, one row
@@ -121,9 +124,14 @@ def patch(
     JSON) and ``result.show()`` (a heatmap). Raises ModelError in one line for inputs of different
     token lengths, a word that is not one token, equal metrics, or a model that cannot be patched.
     """
-    from .backends.patching import patch as run_patching  # torch loads here
+    from .backends.attribution_patching import attribution_patch  # torch loads here
+    from .backends.patching import patch as activation_patch
     from .backends.registry import load_backend
 
+    methods = {"activation": activation_patch, "attribution": attribution_patch}
+    if method not in methods:
+        raise ModelError(f"unknown method {method!r}: choose activation or attribution")
+    run_patching = methods[method]
     texts = resolve_inputs(model, clean, corrupt, answer, wrong)
     backend = load_backend(model, device=device, dtype=dtype)
     found = run_patching(backend, *texts, site=site, noising=noising, token=token)

@@ -12,6 +12,8 @@ from ..analysis.patching import SITE_DESCRIPTIONS, SITES, Patching, resolve_inpu
 from ..backends.registry import DEFAULT_MODEL, load_backend
 from .common import add_placement_options, placement
 
+METHODS = ("activation", "attribution")
+
 
 def add_parser(commands) -> None:
     patch = commands.add_parser("patch", help="which heads (or layers × positions) carry the difference between "
@@ -26,6 +28,9 @@ def add_parser(commands) -> None:
                        help="; ".join(f"{site}: {what}" for site, what in SITE_DESCRIPTIONS.items()))
     patch.add_argument("--noising", action="store_true",
                        help="run the clean input with one corrupt value instead (what each site is needed for)")
+    patch.add_argument("--method", choices=METHODS, default="activation",
+                       help="activation: one patched run per site; attribution: every site estimated at once from "
+                            "one backward, (a_clean − a_corrupt) · ∂metric/∂a (Nanda 2023)")
     patch.add_argument("--token", help="encoders: the token whose representation is compared (default: the "
                                        "first pronoun)")
     patch.add_argument("--json", action="store_true",
@@ -35,22 +40,25 @@ def add_parser(commands) -> None:
 
 def cmd_patch(args: argparse.Namespace) -> int:
     clean, corrupt, answer, wrong = resolve_inputs(args.model, args.clean, args.corrupt, args.answer, args.wrong)
-    from ..backends.patching import patch  # torch loads with the model, not with the argument parser
+    from ..backends.attribution_patching import attribution_patch  # torch loads with the model, not with the parser
+    from ..backends.patching import patch
 
-    result = patch(load_backend(args.model, **placement(args)), clean, corrupt, answer, wrong, args.site, args.noising, args.token)
+    run = attribution_patch if args.method == "attribution" else patch
+    result = run(load_backend(args.model, **placement(args)), clean, corrupt, answer, wrong, args.site, args.noising,
+                 args.token)
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
         return 0
-    print(summary(result))
+    print(summary(result, args.method))
     return 0
 
 
-def summary(result: Patching) -> str:
+def summary(result: Patching, method: str = "activation") -> str:
     """The restored fractions as a table (rows × heads, or rows × positions), and the top sites."""
     restored = result.restored
-    lines = [f"{result.model}: {'noising' if result.noising else 'denoising'}, site {result.site}",
+    lines = [f"{result.model}: {method} patching, {'noising' if result.noising else 'denoising'}, site {result.site}",
              f"metric: {result.metric}; clean {result.clean:.4f}, corrupt {result.corrupt:.4f}",
-             "restored fraction (patched − corrupt) / (clean − corrupt):"]
+             ("estimated " if method == "attribution" else "") + "restored fraction (patched − corrupt) / (clean − corrupt):"]
     if restored.ndim == 3:  # head_positions: each head's best position
         lines.append("(each head's largest over positions)")
         restored = np.nanmax(restored, axis=2)

@@ -9,7 +9,9 @@ from dataclasses import replace
 
 import streamlit as st
 
+from ...analysis.attribution_patching import agreement
 from ...analysis.patching import PRESETS, SITE_DESCRIPTIONS, SITES, Patching
+from ...figures.attribution_patching import attribution_heatmap
 from ...figures.patching import patching_heatmap
 from ...core.result import AttentionResult
 from .. import cache, plain
@@ -39,11 +41,13 @@ METRICS = {
 
 @st.cache_resource(max_entries=32, show_spinner="Patching every site…")
 def patched(model: str, clean: str, corrupt: str, answer: str, wrong: str, site: str, noising: bool,
-            token: str | None) -> Patching:
-    from ...backends.patching import patch  # the model's forward (torch) behind the page edge
+            token: str | None, method: str = "activation") -> Patching:
+    from ...backends.attribution_patching import attribution_patch  # the model's forward (torch) behind the page edge
+    from ...backends.patching import patch
 
-    with heavy("the patching runs"):
-        return patch(cache.backend(model), clean, corrupt, answer, wrong, site, noising, token)
+    with heavy(f"the {method} patching runs"):
+        run = attribution_patch if method == "attribution" else patch
+        return run(cache.backend(model), clean, corrupt, answer, wrong, site, noising, token)
 
 
 def render(result: AttentionResult) -> dict:
@@ -68,6 +72,8 @@ def render(result: AttentionResult) -> dict:
     site = choice("Site", SITES, "patching_site", "heads", widget="radio", horizontal=True,
                   format_func=lambda s: f"{s}: {SITE_DESCRIPTIONS[s]}")
     noising = flag("Noising (the clean run with one corrupt value)", "patching_noising")
+    beside = flag("Beside it: attribution patching (every site estimated at once from one backward)",
+                  "patching_attribution")
     token = None
     if backend.shape == "encoder-only":
         token = text("Token compared (empty: the first pronoun)", "patching_token", "", max_chars=40) or None
@@ -88,7 +94,19 @@ def render(result: AttentionResult) -> dict:
     second.metric("Metric on the corrupt input", f"{patching.corrupt:.4f}")
     plain.caption(f"Measured: {patching.metric}.")
     with drawn_from(replace(result.provenance, source=clean, target=None)):  # the pair typed here, not the sidebar's
-        chart(st, cache.figure(patching_heatmap, patching), key="patching_map")
+        measured_place, estimated_place = st.columns(2) if beside else (st, None)
+        chart(measured_place, cache.figure(patching_heatmap, patching), key="patching_map")
+        if estimated_place is not None:
+            estimate = patched(result.model, clean, corrupt, answer.strip(), wrong.strip(), site, noising, token,
+                               "attribution")
+            chart(estimated_place, cache.figure(attribution_heatmap, estimate), key="patching_attribution_map")
     st.caption("Red: patching that site alone moves the metric towards the clean input's; blue: away from it; "
                "white: no effect. One colour range, centred at 0.")
+    if beside:
+        r = agreement(patching, estimate)
+        shown = "undefined (a constant grid)" if r is None else f"r = {r:.3f}"
+        st.caption("Attribution patching (Nanda 2023) estimates each site's effect to first order, "
+                   "(a_clean − a_corrupt) · ∂metric/∂a at the receiving run, from one forward per input and one "
+                   "backward; where a site changes the output a lot the estimate can be far off. Correlation "
+                   f"with activation patching over these sites: {shown}.")
     return {}
