@@ -135,3 +135,48 @@ def test_an_encoder_through_the_registry_is_patched_and_ablated(folders):
     assert result.patched.shape == (LAYERS, HEADS) and np.isfinite(result.patched).all()
     _, outputs = backend.forward(CLEAN, kinds=(), ablation=Ablation(((ENCODER_SELF, 0, 1),)))
     assert outputs.hidden.shape == (len(backend.tokenize(CLEAN)[0]), 32)
+
+
+def test_attribution_patching_equals_autograd_on_transformers_modules(folders):
+    """patch --method attribution on a family that runs in transformers: (a_clean − a_corrupt) · ∂m/∂a at
+    each head's slice of W_O's input, the gradient from a zero added there by a torch pre-hook."""
+    from attention_viz.backends.attribution_patching import attribution_patch
+
+    backend = HFBackend(str(folders["gemma3"]))
+    result = attribution_patch(backend, CLEAN, CORRUPT, "mary", "john", site="heads")
+    model = reference(folders["gemma3"], backend)
+    d, vocab = model.config.head_dim, backend.tokenizer.get_vocab()
+    outs = projections(model, backend)
+    cached, zeros = {}, {}
+    handles = [m.register_forward_pre_hook(lambda mod, args, i=i: cached.__setitem__(i, args[0].detach().clone()))
+               for i, m in enumerate(outs)]
+    with torch.no_grad():
+        model(ids_of(backend, CLEAN))
+    for handle in handles:
+        handle.remove()
+
+    def add_zero(module, args, i):
+        zeros[i] = torch.zeros_like(args[0], requires_grad=True)
+        return (args[0] + zeros[i],)
+
+    handles = [m.register_forward_pre_hook(lambda mod, args, i=i: add_zero(mod, args, i)) for i, m in enumerate(outs)]
+    corrupt_ids = ids_of(backend, CORRUPT)
+    logits = model(corrupt_ids).logits[0, -1]
+    metric = logits[vocab["mary"]] - logits[vocab["john"]]
+    grads = torch.autograd.grad(metric, [zeros[i] for i in range(LAYERS)])
+    acts = {}
+    with torch.no_grad():
+        model(corrupt_ids)  # the hooks add zeros: the corrupt run's own activations, read below
+    for handle in handles:
+        handle.remove()
+    hooks = [m.register_forward_pre_hook(lambda mod, args, i=i: acts.__setitem__(i, args[0].detach().clone()))
+             for i, m in enumerate(outs)]
+    with torch.no_grad():
+        model(corrupt_ids)
+    for handle in hooks:
+        handle.remove()
+    for layer in range(LAYERS):
+        for head in range(HEADS):
+            cut = slice(head * d, (head + 1) * d)
+            estimate = float(((cached[layer][..., cut] - acts[layer][..., cut]) * grads[layer][..., cut]).sum())
+            assert result.patched[layer, head] == pytest.approx(float(metric) + estimate, abs=1e-4), (layer, head)

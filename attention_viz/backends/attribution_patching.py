@@ -24,8 +24,7 @@ import torch
 from ..analysis.patching import Patching, check_restorable, check_site
 from ..core.hooks import capture, intervene
 from .base import Backend
-from .ours import device_of
-from .patching import Side, enumerate_sites, hooks_for, patchable_model, sides
+from .patching import Side, enumerate_sites, hooks_for, patch_target, sides, target_device
 
 KINDS = {"heads": "context", "head_positions": "context", "resid": "resid_pre", "patterns": "pattern"}
 
@@ -58,9 +57,9 @@ def attribution_patch(backend: Backend, clean: str, corrupt: str, answer: str, w
                       noising: bool = False, token: str | None = None) -> Patching:
     """Activation patching's result for ``site``, every patch estimated by attribution patching."""
     site = check_site(site)
-    model = patchable_model(backend)
+    model = patch_target(backend)
     found = sides(backend, clean, corrupt, answer, wrong, token)
-    device = device_of(model)
+    device = target_device(model)
     clean_side, corrupt_side = (Side(s.tokens, tuple(a.to(device) for a in s.args), s.measure, s.target)
                                 for s in found[:2])
     source, receiver = (corrupt_side, clean_side) if noising else (clean_side, corrupt_side)

@@ -103,6 +103,11 @@ def _shape(model: Transformer | RegistryModel) -> str:
     return model.config.shape if isinstance(model, Transformer) else model.shape
 
 
+def target_device(model: Transformer | RegistryModel) -> torch.device:
+    """Where the model's weights are: its inputs go there."""
+    return device_of(model if isinstance(model, Transformer) else model.model)
+
+
 def _one_token(word: str, pieces: Sequence[str], model: str) -> None:
     if len(pieces) != 1:
         shown = ", ".join(repr(p) for p in pieces)
@@ -374,7 +379,7 @@ class Experiment:
         self.backend, self.noising = backend, noising
         self.model = patch_target(backend)
         found = sides(backend, clean, corrupt, answer, wrong, token)
-        device = device_of(self.model if isinstance(self.model, Transformer) else self.model.model)  # the inputs go where the model is (the sides build them on the CPU)
+        device = target_device(self.model)  # the inputs go where the model is (the sides build them on the CPU)
         self.clean_side, self.corrupt_side = (replace(s, args=tuple(a.to(device) for a in s.args)) for s in found[:2])
         self.metric = found[2]
         self.source, self.receiver = ((self.corrupt_side, self.clean_side) if noising
