@@ -180,3 +180,38 @@ def test_attribution_patching_equals_autograd_on_transformers_modules(folders):
             cut = slice(head * d, (head + 1) * d)
             estimate = float(((cached[layer][..., cut] - acts[layer][..., cut]) * grads[layer][..., cut]).sum())
             assert result.patched[layer, head] == pytest.approx(float(metric) + estimate, abs=1e-4), (layer, head)
+
+
+def test_value_zeroing_reaches_a_fused_value_projection(folders):
+    """Phi-3 projects Q, K and V in one matrix: value zeroing at our v hook point equals the model re-run
+    once per key j with j's slice of that matrix's V columns zeroed by a torch hook (1 − cos of the
+    layer's output, rows normalized, the causal future 0)."""
+    from attention_viz.backends.mixing import mixing_arrays
+    from attention_viz.core.names import hook_name
+    import torch.nn.functional as F
+
+    backend = HFBackend(str(folders["phi3"]))
+    result = backend.run(CLEAN)
+    got = mixing_arrays(backend, result, ("value_zeroing",))
+    model = reference(folders["phi3"], backend)
+    ids = ids_of(backend, CLEAN)
+    n = ids.size(1)
+    v_columns = model.config.num_key_value_heads * model.config.head_dim
+    for layer in range(LAYERS):
+        with torch.no_grad():
+            real = model(ids, output_hidden_states=True).hidden_states[layer + 1][0].double()
+        qkv = model.model.layers[layer].self_attn.qkv_proj
+        scores = np.zeros((n, n))
+        for j in range(n):
+            def zero(module, args, output, j=j):
+                output = output.clone()
+                output[:, j, -v_columns:] = 0.0
+                return output
+            handle = qkv.register_forward_hook(zero)
+            with torch.no_grad():
+                zeroed = model(ids, output_hidden_states=True).hidden_states[layer + 1][0].double()
+            handle.remove()
+            scores[:, j] = (1.0 - F.cosine_similarity(zeroed, real, dim=-1)).numpy()
+        scores = np.clip(np.tril(scores), 0.0, None)
+        expected = scores / scores.sum(-1, keepdims=True)
+        np.testing.assert_allclose(got[hook_name(DECODER_SELF, layer, "value_zeroing")], expected, atol=1e-4)

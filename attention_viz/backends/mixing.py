@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextvars
 import re
+from contextlib import nullcontext
 from collections.abc import Collection, Sequence
 from typing import Protocol
 
@@ -232,6 +233,14 @@ class _Zeroing:
         output[torch.arange(len(self.keys), device=output.device), self.keys.to(output.device)] = 0.0
         return output
 
+    def zero_heads(self, v: torch.Tensor, hook: object) -> torch.Tensor | None:
+        """The same at a v hook point, whose tensor is (J, h_kv, T, d_k)."""
+        if _zeroing.get() is not self or not len(self.keys):
+            return None
+        v = v.clone()
+        v[torch.arange(len(self.keys), device=v.device), :, self.keys.to(v.device)] = 0.0
+        return v
+
     def keep(self, module: nn.Module, args: object, output) -> None:
         if _zeroing.get() is self:
             self.outputs.append(output[0] if isinstance(output, tuple) else output)
@@ -248,6 +257,28 @@ class _Zeroing:
         return self.outputs[-1]
 
 
+def _registry_values(backend: Backend) -> dict[int, tuple[str, nn.Module]]:
+    """Layer → (its v hook name, its layer module) where the attention runs through our registered
+    function (any family, fused Q/K/V projections too); empty otherwise."""
+    registry = getattr(backend, "registry", None)
+    if registry is None:
+        return {}
+    from .hf_attention import layer_path  # transformers' registry: loaded with the backend that uses it
+
+    return {site.layer: (hook_name(site.group, site.layer, "v"), registry.model.get_submodule(layer_path(site.path)))
+            for site in registry.sites if site.group in (ENCODER_SELF, DECODER_SELF)}
+
+
+def _value_projections(model: nn.Module) -> dict[int, tuple[nn.Module, nn.Module]]:
+    """Layer → (its value projection, its layer module), found by the names families give them."""
+    values = {}
+    for path, module in model.named_modules():
+        match = _LAYER_PATH.match(path)
+        if match and path.rsplit(".", 1)[-1] in VALUE_PROJECTIONS and isinstance(module, nn.Linear):
+            values[int(match.group(2))] = (module, model.get_submodule(match.group(1)))
+    return values
+
+
 def transformers_value_zeroing(backend: Backend, result: AttentionResult) -> dict[str, np.ndarray]:
     """Value zeroing of an encoder-only or decoder-only ``transformers`` model whose attention has a
     value projection of its own (an ``nn.Linear`` named value, v_proj or v_lin in every layer): the
@@ -257,11 +288,7 @@ def transformers_value_zeroing(backend: Backend, result: AttentionResult) -> dic
     if backend.shape not in ("encoder-only", "decoder-only"):
         raise ModelError(f"{backend.name} cannot give value zeroing here: it is {backend.shape} and runs in "
                          "transformers (encoder-only and decoder-only models can)")
-    values = {}
-    for path, module in model.named_modules():
-        match = _LAYER_PATH.match(path)
-        if match and path.rsplit(".", 1)[-1] in VALUE_PROJECTIONS and isinstance(module, nn.Linear):
-            values[int(match.group(2))] = (module, model.get_submodule(match.group(1)))
+    values = _registry_values(backend) or _value_projections(model)
     if not values or sorted(values) != list(range(len(values))):
         raise ModelError(f"{backend.name} runs in transformers and its attention has no value projection of its own "
                          "(e.g. GPT-2 fuses Q, K and V): value zeroing cannot reach its values")
@@ -276,9 +303,13 @@ def transformers_value_zeroing(backend: Backend, result: AttentionResult) -> dic
     layers = progress.steps("value zeroing, layers", len(values))
     for index, (value, layer) in sorted(values.items()):
         call = _Zeroing()
-        handles = [value.register_forward_hook(call.zero), layer.register_forward_hook(call.keep)]
+        handles = [layer.register_forward_hook(call.keep)]
+        # at our v hook point (heads first: (B, h_kv, T, d)) where the attention runs through the registry
+        zeroing = intervene([(value, call.zero_heads)]) if isinstance(value, str) else nullcontext()
+        if not isinstance(value, str):
+            handles.append(value.register_forward_hook(call.zero))
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), zeroing:
                 real = call.layer_output(model, ids, extra, torch.empty(0, dtype=torch.long))[0]
                 distances = np.empty((length, length))
                 for start in range(0, length, copies):
