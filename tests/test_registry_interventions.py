@@ -11,6 +11,7 @@ from attention_viz.analysis.ablation import Ablation
 from attention_viz.backends.hf import HFBackend
 from attention_viz.backends.patching import patch
 from attention_viz.core.names import DECODER_SELF, ENCODER_SELF
+from attention_viz.errors import ModelError
 from families import HEADS, LAYERS, TEXT, save_family
 
 CLEAN = TEXT  # "when mary and john went to the park john gave a drink to"
@@ -215,3 +216,56 @@ def test_value_zeroing_reaches_a_fused_value_projection(folders):
         scores = np.clip(np.tril(scores), 0.0, None)
         expected = scores / scores.sum(-1, keepdims=True)
         np.testing.assert_allclose(got[hook_name(DECODER_SELF, layer, "value_zeroing")], expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("family", ["gemma3", "llama3.1"])
+def test_alti_follows_the_norm_layout_of_the_family(folders, family):
+    """ALTI (Ferrando et al. 2022) written out in the test from transformers' own modules: each key's share
+    of the attention's output, o_proj(α_ij v_j) per head, through Gemma's output RMSNorm linearized with
+    its row's statistics (a sandwich layout) or through nothing (Llama: pre-norm), plus the residual;
+    the pieces add up to the real stream after the attention, and c_ij is their L1 distance's share."""
+    from attention_viz.backends.mixing import mixing_arrays
+    from attention_viz.core.names import hook_name
+
+    backend = HFBackend(str(folders[family]))
+    got = mixing_arrays(backend, backend.run(CLEAN), ("alti",))
+    model = reference(folders[family], backend)
+    ids = ids_of(backend, CLEAN)
+    seen = {}
+    for i, layer in enumerate(model.model.layers):
+        layer.self_attn.v_proj.register_forward_hook(lambda m, a, out, i=i: seen.__setitem__(("v", i), out[0]))
+        layer.register_forward_pre_hook(lambda m, a, kw, i=i: seen.__setitem__(("x", i), kw.get("hidden_states",
+                                        a[0] if a else None)[0]), with_kwargs=True)
+        after = layer.pre_feedforward_layernorm if family == "gemma3" else layer.post_attention_layernorm
+        after.register_forward_pre_hook(lambda m, a, i=i: seen.__setitem__(("after", i), a[0][0]))
+    with torch.no_grad():
+        attentions = model(ids, output_attentions=True).attentions
+    config = model.config
+    with torch.no_grad():  # the weights' arithmetic below needs no graph
+        for i, layer in enumerate(model.model.layers):
+            alpha = attentions[i][0].double()  # (h, T, T)
+            v = seen[("v", i)].double().reshape(ids.size(1), config.num_key_value_heads, config.head_dim)
+            v = v.repeat_interleave(HEADS // config.num_key_value_heads, dim=1)  # (T, h, d)
+            per_key = torch.einsum("hij,jhd->ijhd", alpha, v).reshape(ids.size(1), ids.size(1), -1)  # (i, j, h·d)
+            pieces = per_key @ layer.self_attn.o_proj.weight.double().T  # (i, j, d_model): no bias in either family
+            attended = pieces.sum(1)
+            if family == "gemma3":
+                norm = layer.post_attention_layernorm
+                scale = (1 + norm.weight.double()) / torch.sqrt((attended ** 2).mean(-1, keepdim=True) + norm.eps)
+                pieces, attended = pieces * scale[:, None], attended * scale
+            x = seen[("x", i)].double()
+            output = attended + x
+            np.testing.assert_allclose(output.numpy(), seen[("after", i)].double().numpy(), atol=1e-4)
+            pieces[range(len(x)), range(len(x))] += x
+            shares = torch.clamp(output.abs().sum(-1)[:, None] - (output[:, None] - pieces).abs().sum(-1), min=0)
+            expected = (shares / shares.sum(-1, keepdim=True)).numpy()
+            np.testing.assert_allclose(got[hook_name(DECODER_SELF, i, "alti")], expected, atol=1e-4)
+
+
+def test_alti_names_the_layout_it_does_not_know(tmp_path):
+    from attention_viz.backends.mixing import mixing_arrays
+
+    backend = HFBackend(str(save_family(tmp_path / "cohere2", "cohere2")))
+    with pytest.raises(ModelError, match="cannot give ALTI: its attention and feed-forward read the same input in "
+                                         "parallel"):
+        mixing_arrays(backend, backend.run(CLEAN), ("alti",))

@@ -67,14 +67,20 @@ def alti(
     w_o: np.ndarray,
     b_o: np.ndarray | None,
     post_norm: PostNorm | None,
+    attention_norm: PostNorm | None = None,
 ) -> np.ndarray:
     """``[query, key]`` float64: c_ij of one attention block, rows summing to 1 (module docstring).
 
     ``x``: ``(T, d_model)`` the block's input (the residual stream entering the layer);
     ``pattern``: ``[heads, query, key]`` α; ``v``: ``[kv_heads, key, d_k]``; ``w_o``: ``(heads·d_k,
     d_model)``, ``b_o``: ``(d_model,)`` or None; ``post_norm``: the LayerNorm after the residual, or
-    None for a pre-LN block (its norm is already inside the captured values).
+    None for a pre-LN block (its norm is already inside the captured values); ``attention_norm``: an
+    RMSNorm on the attention's output before the residual joins (Gemma 2/3's sandwich, OLMo 2),
+    linearized with its row's statistics as the post-LN one is: T_i(x_j) = L_i(Σ_h α^h_ij f^h(x_j))
+    (+ x_i when j = i).
     """
+    if attention_norm is not None and attention_norm.centred:
+        raise ValueError("a norm on the attention's output is an RMSNorm in every family that has one")
     x64 = np.asarray(x, np.float64)
     alpha = np.asarray(pattern, np.float64)
     heads, queries, keys = alpha.shape
@@ -92,8 +98,14 @@ def alti(
         # (rows, keys, d): Σ_h α^h_ij f^h(x_j), as one small matrix product per key (BLAS, not einsum's loop)
         mixed = np.matmul(alpha[:, block].transpose(2, 1, 0), f.transpose(1, 0, 2)).transpose(1, 0, 2)
         index = np.arange(block.start, block.stop)
+        attended = mixed.sum(axis=1) + bias  # (rows, d): the attention's output
+        if attention_norm is not None:  # N(u) = u ⊙ γ / √(mean(u²) + ε), its statistics fixed per row
+            scale = np.asarray(attention_norm.gamma, np.float64) / np.sqrt(
+                (attended * attended).mean(axis=-1, keepdims=True) + attention_norm.eps)
+            mixed *= scale[:, None, :]
+            attended = attended * scale
         mixed[index - start, index] += x64[block]  # the residual joins the token itself
-        summed = mixed.sum(axis=1) + bias  # (rows, d): z̃_i (centred under a LayerNorm)
+        summed = attended + x64[block]  # (rows, d): z̃_i (centred under a LayerNorm)
         if post_norm is None:
             output = summed  # x̃_i = z̃_i: pre-LN, the block ends with the residual sum
         else:

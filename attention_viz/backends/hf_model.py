@@ -74,6 +74,21 @@ class RegistryModel:
 
     def output_projection(self, group: Group, layer: int) -> np.ndarray | None:
         """W_O as ``(h·d_head, d_model)`` for ``x W_O``, or None where the family hides it."""
+        projection = self.projection(group, layer)
+        if projection is None:
+            return None
+        # nn.Linear keeps (out, in); GPT-2's Conv1D keeps (in, out)
+        matrix = projection.weight.T if isinstance(projection, nn.Linear) else projection.weight
+        return matrix.detach().float().cpu().numpy().copy()
+
+    def output_bias(self, group: Group, layer: int) -> np.ndarray | None:
+        """b_O ``(d_model,)``, or None where W_O has no bias."""
+        projection = self.projection(group, layer)
+        bias = None if projection is None else getattr(projection, "bias", None)
+        return None if bias is None else bias.detach().float().cpu().numpy().copy()
+
+    def projection(self, group: Group, layer: int) -> nn.Module | None:
+        """The module that applies W_O to the heads' contexts side by side."""
         site = self.site(group, layer)
         if site is None:
             return None
@@ -86,13 +101,9 @@ class RegistryModel:
                 except AttributeError:
                     continue
                 weight = getattr(projection, "weight", None)
-                if weight is None or weight.dim() != 2:
-                    continue
-                # nn.Linear keeps (out, in); GPT-2's Conv1D keeps (in, out)
-                matrix = weight.T if isinstance(projection, nn.Linear) else weight
-                return matrix.detach().float().cpu().numpy().copy()
+                if weight is not None and weight.dim() == 2:
+                    return projection
         return None
-
 
     # -- what the patching runner asks of a model (backends/patching.py) ---------------------------
 
@@ -116,3 +127,29 @@ class RegistryModel:
                                                                      "hidden_size", "d_model", "n_embd"))
         vocab = int(getattr(config, "vocab_size", 0) or 0) if self.shape == "decoder-only" else 0
         return max(heads * length * length * 3, length * width * 4, vocab)
+
+    # -- where the norms sit around an attention (what ALTI linearizes) ---------------------------
+
+    def norm_layout(self, site: Site) -> tuple[str, nn.Module | None]:
+        """("pre", None): the norm is inside the sublayer, on its input (Llama, Mistral, Qwen, Phi-3,
+        GPT-2 …); ("sandwich", norm): an RMSNorm on the attention's output before the residual (Gemma
+        2/3, OLMo 2); ("post", norm): a LayerNorm after the residual (BERT). A ModelError names what
+        is not one of these (a parallel feed-forward, an unknown layer)."""
+        layer = self.model.get_submodule(hf_attention.layer_path(site.path))
+        parent = self.model.get_submodule(site.path.rsplit(".", 1)[0])
+        names = {name for name, _ in layer.named_children()}
+        output = getattr(parent, "output", None)
+        if output is not None and isinstance(getattr(output, "LayerNorm", None), nn.Module):
+            return "post", output.LayerNorm  # BERT-style: LayerNorm(x + attention)
+        parallel = getattr(self.model.config, "use_parallel_residual", False) or (
+            "input_layernorm" in names and not names & {"post_attention_layernorm", "pre_feedforward_layernorm"})
+        if parallel:
+            raise ModelError("its attention and feed-forward read the same input in parallel, so the attention "
+                             "block has no output of its own to decompose")
+        if "pre_feedforward_layernorm" in names or ("post_feedforward_layernorm" in names
+                                                    and "input_layernorm" not in names):
+            return "sandwich", layer.post_attention_layernorm
+        if names & {"input_layernorm", "ln_1", "layer_norm1"}:
+            return "pre", None
+        raise ModelError(f"the norms of {type(layer).__name__} are not a layout ALTI knows (pre-norm, post-norm or "
+                         "a norm on the attention's output)")

@@ -74,12 +74,19 @@ def mixing_arrays(
         return context_mixing(model, result.tokens.ids, target, measures, ablation)
     if backend.implementation != "transformers":
         raise ModelError(f"{backend.name} cannot give value zeroing or ALTI: it has no multi-head self-attention")
-    if "alti" in measures:
-        raise ModelError(f"{backend.name} cannot give ALTI: it runs in transformers, and ALTI needs each layer's norm "
-                         "layout (where the residual and the norms sit), which is written for our own Transformer only")
+    registry = getattr(backend, "registry", None)
+    if "alti" in measures and registry is None:
+        raise ModelError(f"{backend.name} cannot give ALTI: it runs in transformers and its attention does not go "
+                         "through transformers' attention registry, where our hook points read the values")
     if ablation is not None and ablation.heads:
-        raise backend.ablation_refusal()
-    return transformers_value_zeroing(backend, result)
+        raise ModelError(f"{backend.name} cannot give value zeroing or ALTI with heads removed: that runs in our own "
+                         "Transformer only")
+    out = transformers_value_zeroing(backend, result) if "value_zeroing" in measures else {}
+    if "alti" in measures:
+        from .hf_mixing import registry_alti  # transformers' registry: loaded with the backend that uses it
+
+        out.update(registry_alti(backend.name, registry, result))
+    return out
 
 
 def context_mixing(
