@@ -4,22 +4,29 @@ score each edge alone with autograd and to path-patch a circuit edge by edge."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import math
+import re
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
+from attention_viz import cli
 from attention_viz.analysis.circuit import Graph, top_edges
 from attention_viz.analysis.patching import PRESETS
 from attention_viz.backends.circuit import (
-    CircuitSearch, circuit_metrics, edge_scores, graph_of, receiver_gradients,
+    CircuitSearch, circuit, circuit_metrics, edge_scores, graph_of, receiver_gradients,
 )  # fmt: skip
 from attention_viz.backends.patching import Side
+from attention_viz.backends.registry import load_backend
 from attention_viz.core.hooks import intervene
 from attention_viz.core.model import Transformer, TransformerConfig
 from attention_viz.core.names import layer_hook_name
+from test_hf_backend import save_gpt2
 
 ANSWER, WRONG = 3, 5
 GPT2_LIKE = dict(shape="decoder-only", vocab_size=12, d_model=16, h=2, d_ff=24, N=2, max_len=16,
@@ -207,8 +214,6 @@ def test_graph_names_and_edges():
 
 @pytest.fixture(scope="module")
 def induction():
-    from attention_viz.backends.registry import load_backend
-
     return load_backend("induction")
 
 
@@ -223,3 +228,56 @@ def test_the_induction_circuit_holds_k_composition(induction):
     assert search.result(0).metric_kept == pytest.approx(0.0, abs=1e-5)
     eap = CircuitSearch(induction, *PRESETS["induction"].inputs, method="eap").result(20).edges()
     assert any(e["from"] == "0.2" and e["to"].endswith(".k") for e in eap)
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+
+def run_cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["circuit", *args])
+    return code, out.getvalue(), err.getvalue()
+
+
+NAME = re.compile(r"^(embed|\d+\.\d+|mlp \d+)$")
+RECEIVER = re.compile(r"^(\d+\.\d+\.[qkv]|mlp \d+|logits)$")
+
+
+def test_cli_json_keeps_the_contract_on_a_gpt2_folder(tmp_path):
+    save_gpt2(tmp_path)
+    clean, corrupt, answer, wrong = ("the cat sat on the mat and the dog", "the dog sat on the mat and the cat",
+                                     "cat", "dog")
+    code, out, err = run_cli("--model", f"hf:{tmp_path}", "--clean", clean, "--corrupt", corrupt, "--answer", answer,
+                             "--wrong", wrong, "--top", "7", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert {"nodes", "edges", "faithfulness"} <= set(data)
+    assert len(data["edges"]) == 7 == data["faithfulness"]["edges"]
+    assert all(NAME.match(e["from"]) and RECEIVER.match(e["to"]) for e in data["edges"])
+    scores = [abs(e["score"]) for e in data["edges"]]
+    assert scores == sorted(scores, reverse=True) and scores[0] > 0
+    assert all(NAME.match(n) or n == "logits" for n in data["nodes"])
+    expected = circuit(load_backend(f"hf:{tmp_path}"), clean, corrupt, answer, wrong, "eap", 7)
+    assert data["faithfulness"]["metric_kept"] == pytest.approx(expected.metric_kept, abs=1e-6)
+    assert {(e["from"], e["to"]) for e in data["edges"]} == {(e["from"], e["to"]) for e in expected.edges()}
+
+
+def test_cli_summary_and_preset():
+    code, out, err = run_cli("--model", "induction", "--top", "81")
+    assert code == 0, err
+    assert "of 81" in out and "keeps 1.000 of the clean − corrupt gap" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--model", "minilm"), "minilm is an encoder: circuits are traced on pre-LN decoders"),
+    (("--model", "toy-translate"), "toy-translate is an encoder–decoder"),
+    (("--model", "induction", "--top", "-1"), "--top must be 0 or more"),
+    (("--model", "induction", "--clean", "a b c"), "give the clean and corrupt texts"),
+    (("--model", "induction", "--clean", "a b c", "--corrupt", "a b c", "--answer", "d", "--wrong", "e"),
+     "nothing to restore"),
+])
+def test_bad_inputs_are_one_line_errors(args, message):
+    code, out, err = run_cli(*args)
+    assert code == 2 and not out
+    assert err.count("\n") == 1 and message in err, err
