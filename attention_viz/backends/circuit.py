@@ -114,9 +114,12 @@ class Patched(Wiring):
         """(B, T, len(receivers), d_model)."""
         columns = [self.columns[r] for r in receivers]
         written = self.graph.writers_before(receivers[0])  # one block's receivers share their writers
-        differences = run.outputs_so_far()[:written] - self.corrupt.outputs[:written]  # (U, B, T, d)
         weights = self.chosen[:, :written][:, :, columns]  # (B, U, R)
-        return base.unsqueeze(2) + torch.einsum("bur,ubtd->btrd", weights, differences)
+        nodes = weights.sum((0, 2)).nonzero()[:, 0].tolist()  # the nodes some chosen edge reads
+        if not nodes:
+            return base.unsqueeze(2).expand(weights.size(0), -1, len(columns), -1)
+        differences = torch.stack([run.written[u] - self.corrupt.outputs[u] for u in nodes])  # (U', B, T, d)
+        return base.unsqueeze(2) + torch.einsum("bur,ubtd->btrd", weights[:, nodes], differences)
 
     def attention(self, run: SplitRun, layer: int, kind: str, x: torch.Tensor) -> torch.Tensor:
         receivers = [r for r in self.graph.attention_receivers(layer) if r.endswith(f".{kind}")]
