@@ -35,6 +35,7 @@ from attention_viz.ui.views import (
     atlas,
     basics,
     causal,
+    circuit,
     compare,
     detector,
     encdec,
@@ -76,6 +77,7 @@ EXPLORE = {
     "ablation": ("Head ablation", "switch heads off and see what changes", ablation.render),
     "detector": ("Head detector", "find heads that match a pattern", detector.render),
     "patching": ("Patching", "which heads carry the difference between two sentences", patching.render),
+    "circuit": ("Circuit", "the edges between heads that carry it, checked by running them", circuit.render),
     "atlas": ("Head atlas", "every head over a corpus", atlas.render),
 }
 SECTIONS = {"Learn": LEARN, "Explore": EXPLORE}

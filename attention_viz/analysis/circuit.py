@@ -46,6 +46,10 @@ class Graph:
             out += [f"mlp {layer}"] if self.mlp else []
         return out
 
+    @property
+    def head_nodes(self) -> list[str]:
+        return [f"{layer}.{head}" for layer in range(self.layers) for head in range(self.heads)]
+
     def attention_receivers(self, layer: int) -> list[str]:
         """One layer's q, k, v inputs: all queries, then the keys, then the values (the order the runs
         fill them in). With grouped-query attention a key/value receiver is a key/value head."""
@@ -79,6 +83,11 @@ class Graph:
 def node_of(receiver: str) -> str:
     """``1.3.k`` → ``1.3``: the node a receiver belongs to (a head's input → the head)."""
     return receiver.rsplit(".", 1)[0] if receiver.endswith(tuple(f".{kind}" for kind in QKV)) else receiver
+
+
+def input_kind(receiver: str) -> str:
+    """``1.3.k`` → ``k``; "" for a receiver that is a whole component (an mlp, the logits)."""
+    return "" if node_of(receiver) == receiver else receiver.rsplit(".", 1)[-1]
 
 
 def top_edges(scores: np.ndarray, allowed: np.ndarray, k: int) -> np.ndarray:
@@ -138,3 +147,36 @@ class Circuit:
 
 def _plain(value: float) -> float | None:
     return None if math.isnan(value) else round(float(value), 6)
+
+
+# -- where the view draws each component ----------------------------------------------------------
+
+QKV_OFFSETS = {"q": (-0.22, -0.2), "k": (0.0, -0.26), "v": (0.22, -0.2)}  # where each input enters its head
+MLP_RISE = 0.45  # a block sits between its layer's heads and the next layer's
+
+
+def position(graph: Graph, node: str) -> tuple[float, float]:
+    """(x, y) of a node: heads by index along their layer's row, a layer's mlp to the right and a
+    little above, the embeddings below layer 0 and the logits above the last layer."""
+    middle = (graph.heads - 1) / 2
+    if node == "embed":
+        return middle, -1.0
+    if node == "logits":
+        return middle, float(graph.layers)
+    if node.startswith("mlp "):
+        return float(graph.heads), int(node[4:]) + MLP_RISE
+    layer, head = (int(part) for part in node.split("."))
+    return float(head), float(layer)
+
+
+def entry_point(graph: Graph, receiver: str) -> tuple[float, float]:
+    """Where an edge into ``receiver`` ends: a head's q, k and v inputs at three points under it."""
+    x, y = position(graph, node_of(receiver))
+    dx, dy = QKV_OFFSETS.get(input_kind(receiver), (0.0, -0.2))
+    return x + dx, y + dy
+
+
+def head_of(node: str) -> tuple[int, int] | None:
+    """``1.3`` → (1, 3); None for embed, an mlp or the logits."""
+    parts = node.split(".")
+    return (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(p.isdigit() for p in parts) else None
