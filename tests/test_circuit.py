@@ -192,7 +192,7 @@ def test_the_receivers_of_a_layer_add_up_to_its_stream(layout):
     with intervene([(n, keep(n)) for n in names]):
         metric = side(model, CORRUPT).measure(model(torch.tensor([CORRUPT])))
     total = dict(zip(names, torch.autograd.grad(metric.sum(), [streams[n] for n in names])))
-    by_receiver = dict(zip(graph.receivers, grads[:, 0]))
+    by_receiver = dict(zip(graph.receivers, grads))
     for layer in range(graph.layers):
         after = (total[layer_hook_name("decoder", layer, "resid_mid")][0] if graph.mlp
                  else total[layer_hook_name("decoder", layer + 1, "resid_pre")][0] if layer + 1 < graph.layers

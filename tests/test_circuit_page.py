@@ -98,3 +98,17 @@ def test_the_app_lists_the_page_under_explore():
     assert not at.exception and not at.error and len(charts(at)) == 2
     (explore,) = [radio for radio in at.sidebar.radio if radio.key == "nav_explore"]
     assert explore.value == "circuit" and explore.format_func("circuit") == "Circuit"
+
+
+def test_a_gpt2_folder_gets_its_circuit_drawn(tmp_path, monkeypatch):
+    from test_hf_backend import save_gpt2
+
+    save_gpt2(tmp_path)
+    monkeypatch.setenv("ATTENTION_VIZ_MODEL_ROOTS", str(tmp_path))
+    at = open_view("circuit", model=f"hf:{tmp_path}", text="the cat sat on the mat and the dog",
+                   clean="the cat sat on the mat and the dog", corrupt="the dog sat on the mat and the cat",
+                   answer="cat", wrong="dog", top="9")
+    assert not problems(at)
+    graph, _ = figures(at)
+    assert len(graph["data"]) == 3 + 9 + 1
+    assert "mlp 0" in graph["data"][-1]["customdata"]

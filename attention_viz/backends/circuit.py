@@ -248,8 +248,8 @@ def record(model: Transformer, side: Side) -> Recording:
 
 def receiver_gradients(model: Transformer, side: Side, embed=None, batch: int = 1) -> tuple[torch.Tensor, SplitRun,
                                                                                                 torch.Tensor]:
-    """∂metric/∂(each receiver's input) (R, B, T, d_model) in the graph's receiver order, summed over the
-    batch's metrics; with the run (its recorded outputs) and the metrics."""
+    """∂metric/∂(each receiver's input) (R, T, d_model) in the graph's receiver order, summed over the
+    batch items; with the run (its recorded outputs) and the metrics (B,)."""
     wiring = Copies()
     run = SplitRun(model, wiring, embed)
     with torch.enable_grad():
@@ -258,7 +258,7 @@ def receiver_gradients(model: Transformer, side: Side, embed=None, batch: int = 
         leaves = wiring.leaves(graph)
         grads = torch.autograd.grad(metric.sum(), leaves)
     # per layer: q, k, v as (B, T, n, d) → n receivers each; mlp and logits one receiver each
-    rows = [g.movedim(2, 0) if g.dim() == 4 else g.unsqueeze(0) for g in grads]
+    rows = [g.sum(0).movedim(1, 0) if g.dim() == 4 else g.sum(0, keepdim=True) for g in grads]
     return torch.cat(rows), run, metric.detach()
 
 
@@ -282,7 +282,7 @@ def edge_scores(model: Transformer, clean: Side, corrupt: Side, method: str = "e
         grads, _, _ = receiver_gradients(model, corrupt, lambda x: start + alphas * (end - start), steps)
         grads = grads / steps
     difference = (clean_run.outputs - corrupt_run.outputs)[:, 0].flatten(1)  # (U, T·d)
-    scores = (difference @ grads.sum(1).flatten(1).T).double().cpu().numpy()  # (U, R)
+    scores = (difference @ grads.flatten(1).T).double().cpu().numpy()  # (U, R)
     scores[~graph_of(model).allowed()] = np.nan
     return scores, clean_run, corrupt_run
 
