@@ -112,3 +112,15 @@ def test_a_gpt2_folder_gets_its_circuit_drawn(tmp_path, monkeypatch):
     graph, _ = figures(at)
     assert len(graph["data"]) == 3 + 9 + 1
     assert "mlp 0" in graph["data"][-1]["customdata"]
+
+
+def test_a_click_names_the_node_of_the_nodes_trace_only():
+    from types import SimpleNamespace
+
+    from attention_viz.ui.views.circuit import clicked_node
+
+    event = SimpleNamespace(selection=SimpleNamespace(points=[
+        {"curve_number": 4, "point_index": 0},  # an edge's line
+        {"curve_number": 9, "point_index": 6, "customdata": "1.2"},
+    ]))
+    assert clicked_node(event, 9) == "1.2" and clicked_node(event, 4) is None and clicked_node(None, 9) is None

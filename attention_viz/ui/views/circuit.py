@@ -49,7 +49,7 @@ def measured(model: str, clean: str, corrupt: str, answer: str, wrong: str, meth
     return _search(model, clean, corrupt, answer, wrong, method).result(top)
 
 
-def _clicked_node(event, curve: int) -> str | None:
+def clicked_node(event, curve: int) -> str | None:
     points = event.selection.points if event is not None else []
     for point in points:
         if point.get("curve_number") == curve and point.get("customdata") is not None:
@@ -93,7 +93,7 @@ def render(result: AttentionResult) -> dict:
     st.caption("Red edges push towards the clean answer, blue ones away; width is |score|. Solid lines enter a "
                "head's query, dashed its key, dotted its value. Click a head to see its attention below.")
     heads = [n for n in circuit.circuit_nodes() if head_of(n) is not None] or ["0.0"]
-    clicked = _clicked_node(event, len(figure.data) - 1)
+    clicked = clicked_node(event, len(figure.data) - 1)
     if clicked is not None and head_of(clicked) is not None and clicked != st.session_state.get("_circuit_clicked"):
         st.session_state["circuit_head"] = clicked
     st.session_state["_circuit_clicked"] = clicked
