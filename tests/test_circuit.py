@@ -281,3 +281,17 @@ def test_bad_inputs_are_one_line_errors(args, message):
     code, out, err = run_cli(*args)
     assert code == 2 and not out
     assert err.count("\n") == 1 and message in err, err
+
+
+def test_the_kept_curve_runs_circuits_of_every_size_at_once(induction):
+    from attention_viz.analysis.circuit import curve_sizes
+    from attention_viz.figures.circuit import kept_curve
+
+    search = CircuitSearch(induction, *PRESETS["induction"].inputs)
+    sizes = curve_sizes(int(search.graph.allowed().sum()))
+    assert sizes[0] == 0 and sizes[-1] == 81 and sizes == sorted(set(sizes)) and len(sizes) > 8
+    kept = search.kept_curve(sizes)
+    np.testing.assert_allclose(kept, [search.result(k).metric_kept for k in sizes], atol=1e-5)
+    assert kept[0] == pytest.approx(0.0, abs=1e-6) and kept[-1] == pytest.approx(1.0, abs=1e-5)
+    figure = kept_curve(sizes, kept.tolist(), 20, "eap")
+    assert list(figure.data[0].y) == pytest.approx(kept.tolist()) and figure.layout.xaxis.type == "log"

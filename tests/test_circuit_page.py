@@ -124,3 +124,17 @@ def test_a_click_names_the_node_of_the_nodes_trace_only():
         {"curve_number": 9, "point_index": 6, "customdata": "1.2"},
     ]))
     assert clicked_node(event, 9) == "1.2" and clicked_node(event, 4) is None and clicked_node(None, 9) is None
+
+
+def test_the_curve_of_every_size_is_drawn_when_its_box_is_opened(search):
+    at = open_view("circuit", model="induction", text="a b c a b")
+    assert len(figures(at)) == 2  # closed: no circuits of every size run
+    at.session_state["circuit_curve_box"] = True
+    at.run()
+    assert not problems(at)
+    curve = figures(at)[1]
+    kept = array(curve["data"][0]["y"])
+    assert kept[0] == pytest.approx(0.0, abs=1e-5) and kept[-1] == pytest.approx(1.0, abs=1e-5)
+    sizes = [int(k) for k in array(curve["data"][0]["customdata"])]
+    middle = len(sizes) // 2
+    assert kept[middle] == pytest.approx(search.result(sizes[middle]).metric_kept, abs=1e-5)

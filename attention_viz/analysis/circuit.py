@@ -99,6 +99,11 @@ def top_edges(scores: np.ndarray, allowed: np.ndarray, k: int) -> np.ndarray:
     return chosen.reshape(scores.shape)
 
 
+def curve_sizes(edges: int, points: int = 12) -> list[int]:
+    """Circuit sizes from none to every edge, spaced evenly on a log scale (distinct, ascending)."""
+    return sorted({0, edges, *np.unique(np.geomspace(1, max(edges, 1), points).round().astype(int)).tolist()})
+
+
 @dataclass(frozen=True)
 class Circuit:
     """Every edge's score, and how much of the clean − corrupt gap the top ``top`` edges keep."""

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from ..analysis.circuit import IG_STEPS, METHODS, QKV, Circuit, Graph, top_edges
-from ..analysis.patching import check_restorable
+from ..analysis.patching import check_restorable, restored_fraction
 from ..core.hooks import HookPoint, intervene
 from ..core.model import Transformer
 from ..core.names import DECODER_SELF, hook_name, layer_hook_name
@@ -314,6 +314,14 @@ class CircuitSearch:
     def circuit_metric(self, top: int) -> float:
         chosen = top_edges(np.nan_to_num(self.scores), self.graph.allowed(), top)
         return float(circuit_metrics(self.model, self.clean_side, self.corrupt_run, chosen)[0])
+
+    def kept_curve(self, sizes: list[int]) -> np.ndarray:
+        """The share of the clean − corrupt gap kept by the top ``k`` edges, for each k of ``sizes`` (one
+        batched forward)."""
+        allowed, scores = self.graph.allowed(), np.nan_to_num(self.scores)
+        chosen = np.stack([top_edges(scores, allowed, k) for k in sizes])
+        metrics = circuit_metrics(self.model, self.clean_side, self.corrupt_run, chosen)
+        return restored_fraction(metrics, self.clean_run.metric, self.corrupt_run.metric)
 
     def result(self, top: int) -> Circuit:
         return Circuit(model=self.backend.name, method=self.method, metric=self.metric,

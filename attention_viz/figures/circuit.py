@@ -56,3 +56,20 @@ def circuit_graph(circuit: Circuit, dark: bool = False) -> go.Figure:
         legend=dict(orientation="h", y=-0.05), hovermode="closest", clickmode="event+select",
     )
     return figure
+
+
+def kept_curve(sizes: list[int], kept: list[float], top: int, method: str) -> go.Figure:
+    """The share of the gap kept against the number of edges (log axis), the chosen size marked."""
+    figure = go.Figure(go.Scatter(
+        x=[max(k, 0.5) for k in sizes], y=kept, mode="lines+markers", name="kept",
+        customdata=sizes, hovertemplate="top %{customdata} edges: %{y:.3f} of the gap kept<extra></extra>",
+    ))
+    figure.add_vline(x=max(top, 0.5), line=dict(color=FAINT, dash="dash"))
+    figure.add_hline(y=1.0, line=dict(color=FAINT, width=1))
+    figure.update_layout(
+        template=TEMPLATE, height=320, showlegend=False,
+        title=dict(text=f"how much of the clean − corrupt gap the top edges keep ({method})"),
+        xaxis=dict(type="log", title="edges in the circuit (largest |score| first; 0 drawn at 0.5)"),
+        yaxis=dict(title="share of the gap kept", zeroline=True),
+    )
+    return figure

@@ -10,10 +10,10 @@ from dataclasses import replace
 
 import streamlit as st
 
-from ...analysis.circuit import DEFAULT_TOP, METHODS, Circuit, head_of
+from ...analysis.circuit import DEFAULT_TOP, METHODS, Circuit, curve_sizes, head_of
 from ...core.names import DECODER_SELF
 from ...core.result import AttentionResult
-from ...figures.circuit import circuit_graph
+from ...figures.circuit import circuit_graph, kept_curve
 from ...figures.heatmap import attention_heatmap
 from .. import cache, plain
 from ..export import chart, drawn_from, figure_downloads
@@ -47,6 +47,13 @@ def _search(model: str, clean: str, corrupt: str, answer: str, wrong: str, metho
 def measured(model: str, clean: str, corrupt: str, answer: str, wrong: str, method: str, top: int) -> Circuit:
     """The circuit of the ``top`` edges, run; the scores behind it are computed once per pair and method."""
     return _search(model, clean, corrupt, answer, wrong, method).result(top)
+
+
+@st.cache_resource(max_entries=16, show_spinner="Running circuits of every size…")
+def curve(model: str, clean: str, corrupt: str, answer: str, wrong: str, method: str) -> tuple[list[int], list[float]]:
+    search = _search(model, clean, corrupt, answer, wrong, method)
+    sizes = curve_sizes(int(search.graph.allowed().sum()))
+    return sizes, search.kept_curve(sizes).tolist()
 
 
 def clicked_node(event, curve: int) -> str | None:
@@ -92,6 +99,12 @@ def render(result: AttentionResult) -> dict:
         figure_downloads(figure, "circuit_graph")
     st.caption("Red edges push towards the clean answer, blue ones away; width is |score|. Solid lines enter a "
                "head's query, dashed its key, dotted its value. Click a head to see its attention below.")
+    with st.expander("How much circuits of every size keep", key="circuit_curve_box", on_change="rerun") as box:
+        if box.open:
+            sizes, kept = curve(*pair)
+            chart(st, cache.figure(kept_curve, sizes, kept, top, method), key="circuit_curve")
+            st.caption("An edge carries nothing unless a path of chosen edges joins it to the logits, so small "
+                       "circuits can keep nothing at all.")
     heads = [n for n in circuit.circuit_nodes() if head_of(n) is not None] or ["0.0"]
     clicked = clicked_node(event, len(figure.data) - 1)
     if clicked is not None and head_of(clicked) is not None and clicked != st.session_state.get("_circuit_clicked"):
