@@ -295,3 +295,19 @@ def test_the_kept_curve_runs_circuits_of_every_size_at_once(induction):
     assert kept[0] == pytest.approx(0.0, abs=1e-6) and kept[-1] == pytest.approx(1.0, abs=1e-5)
     figure = kept_curve(sizes, kept.tolist(), 20, "eap")
     assert list(figure.data[0].y) == pytest.approx(kept.tolist()) and figure.layout.xaxis.type == "log"
+
+
+def test_resid_mid_and_resid_post_are_the_streams_around_the_feed_forward_block():
+    from attention_viz.core.hooks import capture
+
+    model = tiny()
+    with torch.no_grad(), capture(kinds=("resid_pre", "resid_mid", "resid_post")) as seen:
+        hidden = model(torch.tensor([CLEAN]))
+    for layer, block in enumerate(model.decoder.layers):
+        mid, post = (seen[layer_hook_name("decoder", layer, kind)] for kind in ("resid_mid", "resid_post"))
+        ffn, norm = block.feed_forward, block.sublayers[1].norm
+        written = F.gelu(norm(mid) @ ffn.w_1.weight.T + ffn.w_1.bias, approximate="tanh") @ ffn.w_2.weight.T
+        torch.testing.assert_close(post, mid + written + ffn.w_2.bias)
+        if layer + 1 < len(model.decoder.layers):
+            assert torch.equal(post, seen[layer_hook_name("decoder", layer + 1, "resid_pre")])
+    torch.testing.assert_close(hidden, model.decoder.norm(post))
