@@ -264,7 +264,7 @@ def test_cli_json_keeps_the_contract_on_a_gpt2_folder(tmp_path):
 
 
 def test_cli_summary_and_preset():
-    code, out, err = run_cli("--model", "induction", "--top", "81")
+    code, out, err = run_cli("--top", "81")  # the induction model and its preset pair by default
     assert code == 0, err
     assert "of 81" in out and "keeps 1.000 of the clean − corrupt gap" in out
 

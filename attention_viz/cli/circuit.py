@@ -9,15 +9,18 @@ import json
 
 from ..analysis.circuit import DEFAULT_TOP, METHODS, Circuit
 from ..analysis.patching import resolve_inputs
-from ..backends.registry import DEFAULT_MODEL, load_backend
+from ..backends.registry import load_backend
 from ..errors import ModelError
 from .common import add_placement_options, placement
+
+CIRCUIT_MODEL = "induction"  # the app's default model is an encoder, which has no circuit here
 
 
 def add_parser(commands) -> None:
     circuit = commands.add_parser("circuit", help="the edges between heads that carry the difference between two "
                                                   "inputs (edge attribution patching), checked by running the circuit")
-    circuit.add_argument("--model", default=DEFAULT_MODEL, help="a pre-LN decoder (see `models`) or hf:<id or folder>")
+    circuit.add_argument("--model", default=CIRCUIT_MODEL, help=f"a pre-LN decoder (see `models`) or hf:<id or folder>; "
+                                                                 f"default {CIRCUIT_MODEL}, the shipped decoder")
     circuit.add_argument("--clean", help="the input whose answer the circuit should keep (default: the model's preset)")
     circuit.add_argument("--corrupt", help="the same number of tokens, differing in the fact under test")
     circuit.add_argument("--answer", help="the clean input's next token, one token")
