@@ -78,9 +78,13 @@ def test_a_link_opens_its_method_size_and_head_and_the_slider_reruns_only_the_ci
     assert made.count("eap-ig") == 1  # scored once: the slider took the scores from the cache
 
 
-def test_a_model_without_a_residual_circuit_says_so():
+def test_a_model_without_a_residual_circuit_shows_the_induction_model_and_says_so(search):
     at = open_view("circuit", model="minilm", text="The cat sat.")
-    assert not figures(at) and any("has no circuit here" in plain(i.value) for i in at.info)
+    assert not problems(at)
+    assert any("This view runs induction: minilm has no circuit here" in plain(i.value) for i in at.info)
+    assert len(figures(at)) == 2
+    assert [m.value for m in at.metric if m.label.startswith("Kept by the top 20")] == [
+        f"{search.result(20).metric_kept:.3f}"]
 
 
 def test_inputs_of_different_lengths_are_one_line():

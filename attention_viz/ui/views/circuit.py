@@ -10,13 +10,16 @@ from dataclasses import replace
 
 import streamlit as st
 
+from ...analysis.patching import PRESETS
 from ...analysis.circuit import DEFAULT_TOP, METHODS, Circuit, curve_sizes, head_of
 from ...core.names import DECODER_SELF
 from ...core.result import AttentionResult
 from ...figures.circuit import circuit_graph, kept_curve
 from ...figures.heatmap import attention_heatmap
 from .. import cache, plain
+from ..plain import literal
 from ..export import chart, drawn_from, figure_downloads
+from ..fallback import runs_another_model
 from ..heavy import heavy
 from ..theme import dark
 from ..pair import pair_inputs
@@ -31,6 +34,7 @@ EXPLANATION = (
     "them: the clean input where only the circuit's edges carry this run's values and every other edge the corrupt "
     "run's (path patching); the share of the clean − corrupt gap it keeps is its **faithfulness**."
 )
+DEMO_MODEL = "induction"  # the shipped decoder, for a sidebar model without a circuit
 PAGE_TOKENS = 64  # scoring is one forward and backward; the command line takes longer inputs
 MOST_EDGES = 300  # the slider's end: a drawing of more edges is a thicket
 
@@ -68,9 +72,11 @@ def render(result: AttentionResult) -> dict:
     st.markdown(EXPLANATION)
     backend = cache.backend(result.model)
     if backend.shape != "decoder-only" or not backend.can_ablate:
-        plain.info(f"{result.model} has no circuit here: edges are traced on decoders we run ourselves with a "
-                   "pre-LN residual stream (induction, or an hf: GPT-2, Llama, Qwen2 or Mistral folder).")
-        return {}
+        runs_another_model(DEMO_MODEL, f"{literal(result.model)} has no circuit here (edges are traced on decoders we "
+                           "run ourselves, whose residual stream is a sum of what each head writes), so it shows "
+                           f"{DEMO_MODEL} on its preset pair. Pick {DEMO_MODEL}, or an hf: GPT-2, Llama, Qwen2 or "
+                           "Mistral folder, in the sidebar for your own.")
+        result, backend = cache.run(DEMO_MODEL, PRESETS[DEMO_MODEL].clean), cache.backend(DEMO_MODEL)
     clean, corrupt, answer, wrong = pair_inputs("circuit", result.model, result.tokens.text)
     method = choice("Scores", list(METHODS), "circuit_method", "eap", widget="radio", horizontal=True,
                     format_func=lambda m: f"{m}: {METHODS[m]}")
