@@ -39,7 +39,8 @@ PAGE_TOKENS = 64  # scoring is one forward and backward; the command line takes 
 MOST_EDGES = 300  # the slider's end: a drawing of more edges is a thicket
 
 
-@st.cache_resource(max_entries=16, show_spinner="Scoring every edge…")
+# a search keeps both runs' outputs of every component (and a reference to its model): a few at a time
+@st.cache_resource(max_entries=4, show_spinner="Scoring every edge…")
 def _search(model: str, clean: str, corrupt: str, answer: str, wrong: str, method: str):
     from ...backends.circuit import CircuitSearch  # the model's forward (torch) behind the page edge
 
@@ -57,7 +58,8 @@ def measured(model: str, clean: str, corrupt: str, answer: str, wrong: str, meth
 def curve(model: str, clean: str, corrupt: str, answer: str, wrong: str, method: str) -> tuple[list[int], list[float]]:
     search = _search(model, clean, corrupt, answer, wrong, method)
     sizes = curve_sizes(int(search.graph.allowed().sum()))
-    return sizes, search.kept_curve(sizes).tolist()
+    with heavy("circuits of every size"):
+        return sizes, search.kept_curve(sizes).tolist()
 
 
 def clicked_node(event, curve: int) -> str | None:
