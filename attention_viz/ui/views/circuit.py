@@ -48,7 +48,7 @@ def _search(model: str, clean: str, corrupt: str, answer: str, wrong: str, metho
         return CircuitSearch(cache.backend(model), clean, corrupt, answer, wrong, method)
 
 
-@st.cache_resource(max_entries=256, show_spinner="Running the circuit…")
+@st.cache_resource(max_entries=64, show_spinner="Running the circuit…")  # each holds the scores
 def measured(model: str, clean: str, corrupt: str, answer: str, wrong: str, method: str, top: int) -> Circuit:
     """The circuit of the ``top`` edges, run; the scores behind it are computed once per pair and method."""
     return _search(model, clean, corrupt, answer, wrong, method).result(top)
