@@ -54,7 +54,12 @@ def test_the_preset_is_drawn_with_every_choice_in_the_link(search):
     for key, value in (("clean", INDUCTION.clean), ("corrupt", INDUCTION.corrupt), ("answer", "a"), ("wrong", "x"),
                        ("method", "eap"), ("top", "20")):
         assert shown.get(key) == value, (key, shown)
-    assert "head" in shown
+    first = search.result(20).first_head()  # the view opens on the circuit's first head
+    assert shown["head"] == first and first in search.result(20).circuit_nodes()
+    layer, head = (int(i) for i in first.split("."))
+    run = load_backend("induction").run(INDUCTION.clean)
+    np.testing.assert_allclose(array(heatmap["data"][0]["z"]).reshape(len(run.tokens), -1),
+                               run.pattern(DECODER_SELF, layer, head), atol=1e-6)
 
 
 def test_a_link_opens_its_method_size_and_head_and_the_slider_reruns_only_the_circuit(monkeypatch):

@@ -140,6 +140,10 @@ class Circuit:
         touched = {e["from"] for e in self.edges(k)} | {node_of(e["to"]) for e in self.edges(k)}
         return [n for n in [*self.graph.nodes, "logits"] if n in touched]
 
+    def first_head(self) -> str:
+        """The circuit's first head in the graph's order (the view opens on it); ``0.0`` when it has none."""
+        return next((n for n in self.circuit_nodes() if head_of(n) is not None), self.graph.head_nodes[0])
+
     def to_dict(self) -> dict:
         return {
             "model": self.model, "method": self.method, "metric": self.metric, "tokens": list(self.tokens),

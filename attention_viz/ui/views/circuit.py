@@ -113,12 +113,11 @@ def render(result: AttentionResult) -> dict:
             chart(st, cache.figure(kept_curve, sizes, kept, top, method), key="circuit_curve")
             st.caption("An edge carries nothing unless a path of chosen edges joins it to the logits, so small "
                        "circuits can keep nothing at all.")
-    heads = [n for n in circuit.circuit_nodes() if head_of(n) is not None] or ["0.0"]
     clicked = clicked_node(event, len(figure.data) - 1)
     if clicked is not None and head_of(clicked) is not None and clicked != st.session_state.get("_circuit_clicked"):
         st.session_state["circuit_head"] = clicked
     st.session_state["_circuit_clicked"] = clicked
-    shown = choice("Head shown", circuit.graph.head_nodes, "circuit_head", heads[0])
+    shown = choice("Head shown", circuit.graph.head_nodes, "circuit_head", circuit.first_head())
     layer, head = head_of(shown)
     run = cache.run(result.model, clean)
     labels = list(run.tokens.labels)
