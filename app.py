@@ -35,6 +35,7 @@ from attention_viz.ui.views import (
     atlas,
     basics,
     causal,
+    circuit,
     compare,
     detector,
     encdec,
@@ -78,6 +79,7 @@ EXPLORE = {
     "detector": ("Head detector", "find heads that match a pattern", detector.render),
     "patching": ("Patching", "which heads carry the difference between two sentences", patching.render),
     "logit_lens": ("Logit lens", "what a decoder would predict after each layer", logit_lens.render),
+    "circuit": ("Circuit", "the edges between heads that carry it, checked by running them", circuit.render),
     "atlas": ("Head atlas", "every head over a corpus", atlas.render),
 }
 SECTIONS = {"Learn": LEARN, "Explore": EXPLORE}

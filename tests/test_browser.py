@@ -60,7 +60,7 @@ def test_a_shared_url_opens_that_exact_view_and_the_weighting_choice_redraws_it_
 
 VIEWS = [
     "basics", "inside", "positional", "causal", "encdec", "image",  # Learn
-    "head", "grid", "focus", "layers", "compare", "ablation", "detector", "patching", "logit_lens", "atlas",  # Explore
+    "head", "grid", "focus", "layers", "compare", "ablation", "detector", "patching", "logit_lens", "circuit", "atlas",  # Explore
 ]
 
 

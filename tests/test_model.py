@@ -67,8 +67,9 @@ def test_three_shapes_have_the_right_hook_points():
     assert "encoder.layers.1.self_attn.pattern" in enc and not any(n.startswith("decoder") for n in enc)
     assert "decoder.layers.1.self_attn.q" in dec and not any("cross_attn" in n or "encoder" in n for n in dec)
     assert {"encoder.layers.0.self_attn.k", "decoder.layers.1.cross_attn.scores"} <= set(encdec)
-    # six kinds × (2 encoder + 2 decoder self + 2 cross), and the residual stream entering each of the 4 layers
-    assert len(encdec) == 6 * (2 + 2 * 2) + 4
+    # six kinds × (2 encoder + 2 decoder self + 2 cross), the residual stream entering each of the 4 layers,
+    # and in the 2 decoder layers the stream entering the feed-forward sublayer and leaving the layer
+    assert len(encdec) == 6 * (2 + 2 * 2) + 4 + 2 * 2
     assert {"encoder.layers.1.resid_pre", "decoder.layers.0.resid_pre"} <= set(encdec)
 
 

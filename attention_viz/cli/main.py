@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from . import attribute, caption, heads, patch
+from . import attribute, caption, circuit, heads, patch
 from .common import Parser, add_placement_options, fail, missing_folder, placement
 from ..errors import ModelError
 from ..atlas import cli as atlas_cli
@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     heads.add_parser(commands)
     patch.add_parser(commands)
     attribute.add_parser(commands)
+    circuit.add_parser(commands)
     commands.add_parser("models", help="list the models and whether they are available offline")
     return parser
 
@@ -139,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "atlas":
             return atlas_cli.run(args)
-        return {"run": cmd_run, "export": cmd_export, "caption": caption.cmd_caption, "heads": heads.cmd_heads, "patch": patch.cmd_patch, "attribute": attribute.cmd_attribute, "models": cmd_models}[args.command](args)
+        return {"run": cmd_run, "export": cmd_export, "caption": caption.cmd_caption, "heads": heads.cmd_heads, "patch": patch.cmd_patch, "attribute": attribute.cmd_attribute, "circuit": circuit.cmd_circuit, "models": cmd_models}[args.command](args)
     except OSError as error:  # a path the user named, and the system's reason: not "[Errno 21] Is a directory: '…'"
         return fail(f"{error.filename}: {error.strerror.lower()}" if error.filename and error.strerror else str(error))
     except (ModelError, ValueError) as error:

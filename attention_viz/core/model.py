@@ -316,6 +316,8 @@ class DecoderLayer(nn.Module):
         self.sublayers = sublayers(c, (3 if cross_attention else 2) - (not c.feed_forward))
         self.parallel_residual = c.parallel_residual
         self.resid_pre = HookPoint()  # the residual stream entering the layer
+        self.resid_mid = HookPoint()  # entering the feed-forward sublayer (not in a parallel-residual layer)
+        self.resid_post = HookPoint()  # leaving the layer
 
     def forward(
         self,
@@ -328,13 +330,15 @@ class DecoderLayer(nn.Module):
         if self.parallel_residual:
             attn, ffn = self.sublayers
             y, z = attn.norm(x), ffn.norm(x)
-            return x + attn.dropout(self.self_attn(y, y, y, tgt_mask)) + ffn.dropout(self.feed_forward(z))
+            out = x + attn.dropout(self.self_attn(y, y, y, tgt_mask)) + ffn.dropout(self.feed_forward(z))
+            return self.resid_post(out)
         x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, tgt_mask))
         if self.cross_attn is not None:
             if memory is None:
                 raise ValueError("an encoder–decoder layer needs the encoder memory")
             x = self.sublayers[1](x, lambda y: self.cross_attn(y, memory, memory, src_mask))
-        return x if self.feed_forward is None else self.sublayers[-1](x, self.feed_forward)
+        x = self.resid_mid(x)
+        return self.resid_post(x if self.feed_forward is None else self.sublayers[-1](x, self.feed_forward))
 
 
 class Embeddings(nn.Module):

@@ -17,7 +17,9 @@ CROSS: Group = ("decoder", "cross_attn")
 GROUPS: tuple[Group, ...] = (ENCODER_SELF, DECODER_SELF, CROSS)  # the order views list them in
 KINDS = ("q", "k", "v", "scores", "pattern", "context")  # what a hook point of an attention captures
 
-LAYER_KINDS = ("resid_pre",)  # hook points of a whole layer: the residual stream entering it
+# hook points of a whole layer: the residual stream entering it; in decoder layers also entering the
+# feed-forward sublayer and leaving the layer (TransformerLens's resid_mid and resid_post)
+LAYER_KINDS = ("resid_pre", "resid_mid", "resid_post")
 _LAYER_NAME = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(\w+)$")
 _NAME = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(self_attn|cross_attn)\.(\w+)$")
 

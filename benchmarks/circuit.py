@@ -1,0 +1,117 @@
+"""Cost of edge attribution patching on a GPT-2-small-shaped decoder of ours (random weights, seeded):
+every edge scored (clean run, corrupt run with gradients, one matrix product) against one forward and
+backward of the same model on the same tokens; and the faithfulness check of a 50-edge circuit (one
+forward of the clean input with every receiver on its own copy). Targets: scoring ≤ 3× one forward
+and backward; the check ≤ 2 s.
+
+    python -m benchmarks.circuit [--tokens 32] [--reps 5] [--threads N]
+
+TransformerLens (3.9's ``HookedTransformer`` with split q/k/v inputs, as Hanna et al.'s EAP-IG code
+uses it) would sit beside ours only where ``transformer_lens`` is installed; the output says whether
+it is. Each contender runs in passes of its own (benchmarks/timing.py); reported: medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+
+from attention_viz.runtime.settings import apply_process_settings
+
+apply_process_settings()  # what the CLI and the server run with, before torch loads
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from attention_viz.analysis.circuit import top_edges  # noqa: E402
+from attention_viz.backends.circuit import circuit_metrics, edge_scores, graph_of  # noqa: E402
+from attention_viz.backends.patching import Side  # noqa: E402
+from attention_viz.core.hooks import intervene  # noqa: E402
+from attention_viz.core.model import Transformer, TransformerConfig  # noqa: E402
+from attention_viz.core.names import layer_hook_name  # noqa: E402
+
+from .timing import in_passes, median  # noqa: E402
+
+GPT2_SMALL = dict(shape="decoder-only", vocab_size=50257, d_model=768, h=12, d_ff=3072, N=12, max_len=1024,
+                  positional="learned", norm="pre", activation="gelu_tanh", dropout=0.0, scale_embeddings=False,
+                  tie_embeddings=True)
+SCORE_TARGET, CHECK_TARGET, CIRCUIT_EDGES = 3.0, 2.0, 50
+
+
+def sides(model: Transformer, tokens: int) -> tuple[Side, Side]:
+    """A clean input and a corrupt one differing in its first half, measured as logit(0) − logit(1)."""
+    generator = torch.Generator().manual_seed(1)
+    clean = torch.randint(2, GPT2_SMALL["vocab_size"], (1, tokens), generator=generator)
+    corrupt = clean.clone()
+    corrupt[0, : tokens // 2] = torch.randint(2, GPT2_SMALL["vocab_size"], (tokens // 2,), generator=generator)
+
+    def measure(hidden: torch.Tensor) -> torch.Tensor:
+        logits = model.logits(hidden[:, -1])
+        return logits[:, 0] - logits[:, 1]
+    return Side(None, (clean,), measure), Side(None, (corrupt,), measure)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.circuit", description=__doc__.split("\n")[0])
+    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(**GPT2_SMALL)).eval()
+    clean, corrupt = sides(model, args.tokens)
+    graph = graph_of(model)
+    edges = int(graph.allowed().sum())
+    parameters = [p for p in model.parameters() if p.requires_grad]
+
+    def forward_backward():
+        return torch.autograd.grad(corrupt.measure(model(*corrupt.args)).sum(), parameters)
+
+    def forward_backward_to_the_input():  # no weights' gradients: the stricter yardstick
+        zero = {}
+
+        def nudge(x, hook):
+            zero["leaf"] = torch.zeros_like(x, requires_grad=True)
+            return x + zero["leaf"]
+        with intervene([(layer_hook_name("decoder", 0), nudge)]):
+            metric = corrupt.measure(model(*corrupt.args)).sum()
+        return torch.autograd.grad(metric, zero["leaf"])
+
+    def forward():
+        with torch.no_grad():
+            return corrupt.measure(model(*corrupt.args))
+
+    scores, _, corrupt_run = edge_scores(model, clean, corrupt)
+    chosen = top_edges(np.nan_to_num(scores), graph.allowed(), CIRCUIT_EDGES)
+    times = in_passes({
+        "forward and backward": forward_backward,  # the weights' gradients, as in training
+        "forward and backward to the input only": forward_backward_to_the_input,
+        "forward": forward,
+        "every edge scored (eap)": lambda: edge_scores(model, clean, corrupt, "eap"),
+        f"faithfulness of {CIRCUIT_EDGES} edges": lambda: circuit_metrics(model, clean, corrupt_run, chosen),
+        "every edge scored (eap-ig, 5 steps)": lambda: edge_scores(model, clean, corrupt, "eap-ig"),
+    }, args.reps)
+    seconds = {name: median(values) for name, values in times.items()}
+    base = seconds["forward and backward"]
+    print(f"GPT-2-small shape (12 layers × 12 heads, d_model 768, random weights), {args.tokens} tokens, "
+          f"{edges} edges; {args.threads} thread(s), load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} "
+          f"cores, median of {args.reps} calls, each contender in passes of its own")
+    strict = seconds["forward and backward to the input only"]
+    print(f"{'':<40}{'s':>8}{'× fwd+bwd':>11}{'× fwd+bwd to input':>20}  target")
+    for name, value in seconds.items():
+        target = {"every edge scored (eap)": f"≤ {SCORE_TARGET:g}× fwd+bwd",
+                  f"faithfulness of {CIRCUIT_EDGES} edges": f"≤ {CHECK_TARGET:g} s"}.get(name, "")
+        ok = ("" if not target else " ok" if (value <= SCORE_TARGET * base if "fwd" in target else value <= CHECK_TARGET)
+              else " MISSED")
+        print(f"{name:<40}{value:>8.3f}{value / base:>11.2f}{value / strict:>20.2f}  {target}{ok}")
+    if importlib.util.find_spec("transformer_lens") is None:
+        print("TransformerLens: not installed here (kept out of the shared environment), so no comparison")
+    else:
+        print("TransformerLens is installed, but its EAP comparison is not written yet")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
