@@ -24,6 +24,7 @@ in one run are steadier than seconds.
 | `benchmarks.offline` | the every-head offline file: size, time to first paint and to interactive, head switches | `python -m benchmarks.offline` |
 | `benchmarks.ablation` | a head ablation's cost beside the plain forward | `python -m benchmarks.ablation` |
 | `benchmarks.atlas` | the corpus pass on Ray: sentences per second | `python -m benchmarks.atlas` |
+| `benchmarks.registry` | every family through transformers' attention registry with our attention function: parity with eager, the long path, a capture beside transformers' SDPA and eager forwards | `python -m benchmarks.registry --doc docs/performance.md` |
 | `benchmarks.gpu` | real model shapes (Llama 1B, 8B; random weights) on one CUDA card: the long head view, every head, a full capture against `transformers` eager and SDPA, peak device memory; the floors | `make gpu-check` (writes the GPU section below) |
 
 The tables of the last `make bench` follow.
@@ -33,15 +34,20 @@ The tables of the last `make bench` follow.
 
 def document(tables: str, old: str = "") -> str:
     """The page: the fixed introduction, then ``tables`` (benchmarks.run's markdown) one level down,
-    then the GPU section of ``old`` (the page as it was), which only a machine with CUDA measures."""
+    then the sections of ``old`` (the page as it was) that other scripts write: the GPU section, which
+    only a machine with CUDA measures, and the registry's."""
     body = "\n".join("#" + line if line.startswith("#") else line for line in tables.splitlines())
-    found = _section(old, GPU_HEADING)
-    if found is None:
-        return INTRO + body + "\n"
-    return _with_section(INTRO + body + "\n", GPU_HEADING, "\n".join(old.splitlines()[found[0] + 1 : found[1]]))
+    page = INTRO + body + "\n"
+    for heading in (GPU_HEADING, REGISTRY_HEADING):
+        found = _section(old, heading)
+        if found is not None:
+            page = _with_section(page, heading, "\n".join(old.splitlines()[found[0] + 1 : found[1]]))
+    return page
 
 
 GPU_HEADING = "## Real model shapes: long inputs and full capture"
+# written by python -m benchmarks.registry --doc docs/performance.md
+REGISTRY_HEADING = "## Every family through transformers' registry, with our attention function"
 GPU_INTRO = """
 <!-- Written by python -m benchmarks.gpu --doc docs/performance.md, one table per model shape and device:
 `make gpu-check` on a machine with CUDA (the Llama 1B and 8B shapes), `make bench` on the CPU (a Llama of
@@ -80,6 +86,11 @@ def _with_section(text: str, heading: str, body: str) -> str:
     if start and lines[start - 1].strip():
         new.insert(0, "")
     return "\n".join(lines[:start] + new + lines[end:]).rstrip("\n") + "\n"
+
+
+def with_section(page: str, heading: str, body: str) -> str:
+    """``page`` with ``body`` under ``heading`` (a level-2 section of its own), the rest unchanged."""
+    return _with_section(page if page.strip() else INTRO, heading, body)
 
 
 def with_gpu_table(page: str, heading: str, body: str) -> str:

@@ -16,6 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from apphelpers import APP, TIMEOUT, charts, switch_view
+from benchmarks.families import save_family
 from test_hf_backend import save_bert, save_gpt2, save_t5
 
 from attention_viz.analysis.weighting import WEIGHTINGS
@@ -30,7 +31,10 @@ VIEWS = [
 ]
 TOY_TEXT = "the law was signed ."
 HF_TEXT = "the cat sat on the mat"
-BUILDERS = {"bert": save_bert, "gpt2": save_gpt2, "t5": save_t5}
+BUILDERS = {"bert": save_bert, "gpt2": save_gpt2, "t5": save_t5,
+            # transformers' modules with our attention function (soft-capping and windows; sinks and experts)
+            "gemma2": lambda folder: save_family(folder, "gemma2"),
+            "gpt-oss": lambda folder: save_family(folder, "gpt-oss")}
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +100,22 @@ def test_a_model_that_cannot_read_the_sentence_shows_its_example_on_every_view()
 @pytest.mark.parametrize("kind", list(BUILDERS))
 def test_every_view_on_tiny_hf_models(hf_models, kind):
     assert walk(hf_models[kind], HF_TEXT) == {}
+
+
+@pytest.mark.parametrize("kind", ["gemma2", "gpt-oss"])
+def test_the_research_views_draw_on_families_that_run_in_transformers(hf_models, kind):
+    """Patching, the logit lens and head ablation on a family that runs in transformers' own modules
+    (our attention function in its registry): each draws or says in a sentence what it needs."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update(model=hf_models[kind], text=HF_TEXT)
+    at.run()
+    problems = {}
+    for view in ("ablation", "patching", "logit_lens"):
+        switch_view(at, view)
+        broken = [e.value for e in at.exception] + [e.value for e in at.error]
+        if broken or not (charts(at) or at.info):
+            problems[view] = broken or ["neither a figure nor a message"]
+    assert problems == {}
 
 
 # ---------------------------------------------------------------- links round-trip every choice

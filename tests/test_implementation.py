@@ -100,7 +100,7 @@ def test_what_cannot_run_says_where_it_runs(folders, tmp_path, capsys):
     assert main(["run", "--model", f"hf:{folders / 'llama'}", "--text", "the cat sat", "--value-norms", "--ablate", "1.0",
                  "--out", str(out)]) == 0
     assert AttentionResult.load_npz(out).meta["implementation"] == "ours"
-    from families import save_family  # DeBERTa-v2: its attention bypasses transformers' registry
+    from benchmarks.families import save_family  # DeBERTa-v2: its attention bypasses transformers' registry
 
     bert = f"hf:{folders / 'bert'}"  # through the registry: heads removed and values read in transformers
     for flag in (["--ablate", "0.0"], ["--value-norms"]):

@@ -365,7 +365,7 @@ def test_words_of_several_tokens_are_named(folders):
 
 
 def test_models_that_cannot_be_patched_say_why(tmp_path):
-    from families import save_family  # a tiny DeBERTa-v2: its attention bypasses transformers' registry
+    from benchmarks.families import save_family  # a tiny DeBERTa-v2: its attention bypasses transformers' registry
 
     save_family(tmp_path, "deberta-v2")
     with pytest.raises(ModelError, match="cannot be patched: its attention does not go through transformers' attention "

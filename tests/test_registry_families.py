@@ -15,7 +15,7 @@ import transformers as tf
 from attention_viz.backends.hf import HFBackend
 from attention_viz.core.hooks import interventions_active
 from attention_viz.errors import ModelError
-from families import DECODERS, LAYERS, TEXT, save_family
+from benchmarks.families import DECODERS, LAYERS, TEXT, save_family
 
 FAMILIES = [*DECODERS, "gpt2", "gpt-neox", "bert", "bart", "t5"]
 TARGET = "the dog ran to the park"

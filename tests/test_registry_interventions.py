@@ -12,7 +12,7 @@ from attention_viz.backends.hf import HFBackend
 from attention_viz.backends.patching import patch
 from attention_viz.core.names import DECODER_SELF, ENCODER_SELF
 from attention_viz.errors import ModelError
-from families import HEADS, LAYERS, TEXT, save_family
+from benchmarks.families import HEADS, LAYERS, TEXT, save_family
 
 CLEAN = TEXT  # "when mary and john went to the park john gave a drink to"
 CORRUPT = TEXT.replace("park john", "park mary")
@@ -269,3 +269,28 @@ def test_alti_names_the_layout_it_does_not_know(tmp_path):
     with pytest.raises(ModelError, match="cannot give ALTI: its attention and feed-forward read the same input in "
                                          "parallel"):
         mixing_arrays(backend, backend.run(CLEAN), ("alti",))
+
+
+@pytest.mark.parametrize("family", ["gemma2", "qwen3"])
+def test_the_logit_lens_reads_a_family_that_runs_in_transformers(folders, family):
+    """Each depth through transformers' own final norm and LM head (Gemma 2's final soft-capping
+    included), from output_hidden_states; the last depth is the model's own logits."""
+    from attention_viz.backends.logit_lens import logit_lens
+
+    backend = HFBackend(str(folders[family]))
+    lens = logit_lens(backend, CLEAN, answer="mary", top=3)
+    model = reference(folders[family], backend)
+    ids = ids_of(backend, CLEAN)
+    with torch.no_grad():
+        out = model(ids, output_hidden_states=True)
+        cap = model.config.final_logit_softcapping if family == "gemma2" else None
+        for depth, hidden in enumerate(out.hidden_states):
+            states = hidden[0] if depth == LAYERS else model.model.norm(hidden[0])
+            logits = model.lm_head(states)
+            logits = torch.tanh(logits / cap) * cap if cap else logits
+            probs = logits.softmax(-1)
+            np.testing.assert_allclose(lens.answer_probs[depth], probs[:, backend.tokenizer.token_to_id("mary")],
+                                       atol=1e-5)
+            np.testing.assert_allclose(lens.top_probs[depth], probs.topk(3, dim=-1).values.numpy(), atol=1e-5)
+        np.testing.assert_allclose(torch.tensor(lens.top_probs[-1][-1]), out.logits[0, -1].softmax(-1).topk(3).values,
+                                   atol=1e-5)

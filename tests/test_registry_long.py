@@ -10,7 +10,7 @@ import torch
 from attention_viz.analysis.blockwise import normalizers, pattern_block
 from attention_viz.backends.hf import HFBackend
 from attention_viz.errors import ModelError
-from families import WORDS, save_family
+from benchmarks.families import WORDS, save_family
 
 LENGTH = 1300  # past the 1,024 tokens a capture holds
 TEXT = " ".join(WORDS[i * 7 % len(WORDS)] for i in range(LENGTH - 1))  # with <s>: LENGTH tokens

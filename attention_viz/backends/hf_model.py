@@ -153,3 +153,25 @@ class RegistryModel:
             return "pre", None
         raise ModelError(f"the norms of {type(layer).__name__} are not a layout ALTI knows (pre-norm, post-norm or "
                          "a norm on the attention's output)")
+
+    # -- reading the residual stream through the model's own unembedding (the logit lens) ----------
+
+    def final_norm(self) -> nn.Module:
+        """The norm the last layer's output goes through before the LM head."""
+        base = self.model.base_model
+        for name in ("norm", "ln_f", "final_layernorm", "final_layer_norm", "final_norm"):
+            module = getattr(base, name, None)
+            if isinstance(module, nn.Module):
+                return module
+        raise ModelError(f"cannot find the final norm of {type(base).__name__}")
+
+    def unembed(self, normed: torch.Tensor) -> torch.Tensor:
+        """Logits of normed states, as the causal-LM head makes them: W_U, then the family's own final
+        soft-capping (Gemma 2/3) or logit scale (Cohere)."""
+        logits = self.model.get_output_embeddings()(normed)
+        config = self.model.config
+        cap = getattr(config, "final_logit_softcapping", None)
+        if cap:
+            logits = torch.tanh(logits / cap) * cap
+        scale = getattr(config, "logit_scale", None)
+        return logits * scale if scale else logits

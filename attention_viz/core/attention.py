@@ -293,12 +293,16 @@ def family_scores(query: torch.Tensor, key: torch.Tensor, scaling: float, allowe
     False (True = may attend; broadcast to the scores)."""
     if key.size(-3) != query.size(-3):
         key = repeat_kv(key, kv_groups(query.size(-3), key.size(-3)))
-    scores = (query.float() @ key.float().transpose(-2, -1)) * scaling  # (..., h, Tq, Tk)
+    scores = (query.float() * scaling) @ key.float().transpose(-2, -1)  # (..., h, Tq, Tk), a fresh tensor
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
     if bias is not None:
         scores = scores + bias.float()
-    return scores if allowed is None else scores.masked_fill(~allowed, float("-inf"))
+    if allowed is None:
+        return scores
+    # in place where no gradient flows through: one (Tq, Tk) tensor per head, not two
+    return scores.masked_fill(~allowed, float("-inf")) if scores.requires_grad else scores.masked_fill_(~allowed,
+                                                                                                        float("-inf"))
 
 
 def softmax_with_sinks(scores: torch.Tensor, sinks: torch.Tensor | None = None) -> torch.Tensor:
@@ -308,7 +312,9 @@ def softmax_with_sinks(scores: torch.Tensor, sinks: torch.Tensor | None = None) 
     (GPT-OSS's attention sinks), so a row sums to less than 1 by exactly the sink's share.
     """
     if sinks is None:
-        return masked_softmax(scores, torch.isfinite(scores))[1]
+        pattern = torch.softmax(scores, dim=-1)
+        # a row with no key allowed is all -inf, and its softmax NaN: 0s instead (padding; never causal rows)
+        return pattern.nan_to_num(0.0) if pattern.requires_grad else pattern.nan_to_num_(0.0)
     sink = sinks.float().reshape(-1, 1, 1).expand(*scores.shape[:-1], 1)  # (..., h, Tq, 1)
     normaliser = torch.logsumexp(torch.cat([scores, sink], dim=-1), dim=-1, keepdim=True)
     return torch.exp(scores - normaliser)  # exp(-inf) = 0 where masked

@@ -1,6 +1,6 @@
-"""Tiny random checkpoints of the families people open, built offline with transformers' own classes
-(a test helper, imported by the registry tests): each folder holds config.json, model.safetensors and
-a word-level tokenizer, as a real checkpoint would."""
+"""Random checkpoints of the families people open, built offline with transformers' own classes (tiny
+for the registry tests, larger for benchmarks.registry): each folder holds config.json,
+model.safetensors and a word-level tokenizer, as a real checkpoint would."""
 
 from __future__ import annotations
 

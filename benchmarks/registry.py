@@ -1,0 +1,128 @@
+"""Every family through transformers' attention registry with our attention function: parity with
+transformers' eager ``output_attentions``, whether the long path reads it, and what a capture costs
+beside transformers' own SDPA forward and its eager forward with weights — the same weights, each
+contender timed in passes of its own (median of ``--reps`` calls after one warm-up).
+
+    python -m benchmarks.registry [--tokens 512] [--reps 5] [--families llama3.1 gemma2 ...] [--doc docs/performance.md]
+
+Random weights of a small real-ish shape (4 layers, 8 heads of 64, d_model 512): this measures cost and
+exactness, not meaning. Floors (issue 38): one layer's pattern ≤ 1.1× the SDPA forward; every pattern
+≤ eager with ``output_attentions``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from attention_viz.runtime.settings import apply_process_settings
+
+apply_process_settings()
+
+from attention_viz.backends.hf import HFBackend  # noqa: E402
+from attention_viz.core.hooks import capture  # noqa: E402
+from attention_viz.core.names import DECODER_SELF, hook_name  # noqa: E402
+
+from .families import DECODERS, save_family  # noqa: E402
+from .performance_doc import REGISTRY_HEADING, with_section  # noqa: E402
+
+SHAPE = dict(hidden_size=512, intermediate_size=1024, num_hidden_layers=4, num_attention_heads=8,
+             num_key_value_heads=4, head_dim=64, max_position_embeddings=4096)
+ONE_LAYER_FLOOR, EVERY_FLOOR = 1.1, 1.0
+
+
+def timed(call: Callable[[], object], reps: int) -> float:
+    call()  # warm-up: first-call allocations and kernel choice
+    seconds = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        call()
+        seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
+
+
+def measure(family: str, folder: Path, tokens: int, reps: int) -> dict:
+    backend = HFBackend(str(folder))
+    ids = torch.randint(4, backend.tokenizer.get_vocab_size(), (1, tokens))
+    model_class = type(backend.model)
+    row: dict = {"family": family, "attention": "registry" if backend.registry else "eager",
+                 "long": "yes" if backend.can_read_long else "no"}
+    short = ids[:, :64]
+    eager = model_class.from_pretrained(folder, attn_implementation="eager").eval()
+    with torch.inference_mode():
+        reference = eager(short, output_attentions=True, use_cache=False).attentions
+        with capture(kinds=("pattern",)) as recorded:
+            backend.model(short, use_cache=False)
+    row["parity"] = max(float((recorded[hook_name(DECODER_SELF, i, "pattern")][0] - weights[0]).abs().max())
+                        for i, weights in enumerate(reference))
+    one = [hook_name(DECODER_SELF, 0, "pattern")]
+
+    def ours(names: list[str] | None) -> Callable[[], object]:
+        def call() -> object:
+            with torch.inference_mode(), capture(kinds=("pattern",), names=names):
+                return backend.model(ids, use_cache=False, logits_to_keep=1)
+        return call
+
+    row["one layer"] = timed(ours(one), reps)
+    row["every pattern"] = timed(ours(None), reps)
+    del backend
+    with torch.inference_mode():
+        row["eager + weights"] = timed(lambda: eager(ids, output_attentions=True, use_cache=False, logits_to_keep=1),
+                                       reps)
+    del eager
+    try:
+        plain = model_class.from_pretrained(folder, attn_implementation="sdpa").eval()
+        row["baseline"] = "SDPA"
+    except ValueError:  # soft-capping families (Gemma 2) have no SDPA in transformers: eager without weights
+        plain = model_class.from_pretrained(folder, attn_implementation="eager").eval()
+        row["baseline"] = "eager (no SDPA)"
+    with torch.inference_mode():
+        row["sdpa"] = timed(lambda: plain(ids, use_cache=False, logits_to_keep=1), reps)
+    return row
+
+
+def table(rows: list[dict], tokens: int, reps: int) -> str:
+    load = os.getloadavg()[0]
+    lines = [f"{tokens} tokens, float32, {torch.get_num_threads()} threads, median of {reps} calls, load average "
+             f"{load:.1f}, {time.strftime('%Y-%m-%d %H:%M')}.", "",
+             "| family | attention | pattern vs eager (max abs) | long path | transformers forward (SDPA) | ours: one "
+             "layer's pattern | ours: every pattern | transformers eager + weights | one layer / forward (≤ 1.1×) | "
+             "every / eager (≤ 1×) |", "|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        one, every = r["one layer"] / r["sdpa"], r["every pattern"] / r["eager + weights"]
+        lines.append(f"| {r['family']} | {r['attention']} | {r['parity']:.1e} | {r['long']} | {r['sdpa']:.3f} s | "
+                     f"{r['one layer']:.3f} s | {r['every pattern']:.3f} s | {r['eager + weights']:.3f} s | "
+                     f"{one:.2f}× {'ok' if one <= ONE_LAYER_FLOOR else 'MISSED'} | "
+                     f"{every:.2f}× {'ok' if every <= EVERY_FLOOR else 'MISSED'} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tokens", type=int, default=512)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--families", nargs="+", default=list(DECODERS), choices=list(DECODERS))
+    parser.add_argument("--doc", metavar="PATH", help="write the table into this page's registry section")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as root:
+        for family in args.families:
+            folder = save_family(Path(root) / family, family, **SHAPE)
+            rows.append(measure(family, folder, args.tokens, args.reps))
+            print(f"{family}: measured", flush=True)
+    text = table(rows, args.tokens, args.reps)
+    print(text)
+    if args.doc:
+        page = Path(args.doc)
+        page.write_text(with_section(page.read_text(encoding="utf-8"), REGISTRY_HEADING, text), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
