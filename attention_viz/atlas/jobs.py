@@ -1,6 +1,10 @@
 """Atlas builds started from the app: a separate ``atlas build`` process (Ray never starts inside
 the web server), its progress read from what its workers write as they go (the progress log, and the
-shards of earlier runs), its error output kept in the atlas folder (``build.log``), never beside it."""
+shards of earlier runs), its error output kept in the atlas folder (``build.log``), never beside it.
+
+Each build starts a Ray cluster of its own (a dozen processes): the app runs at most
+``ATTENTION_VIZ_ATLAS_BUILDS`` (default 1) at once, whoever asks and under whatever name, and refuses
+one more in a sentence; each gets the CPUs and memory the operator set for page builds."""
 
 from __future__ import annotations
 
@@ -14,7 +18,17 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from ..errors import ModelError
+from ..runtime.settings import (
+    ATLAS_BUILDS_ENV,
+    ATLAS_CPUS_ENV,
+    ATLAS_MEMORY_ENV,
+    DEFAULT_ATLAS_MEMORY_MB,
+    half_the_cores,
+    whole_number,
+)
 from . import layout
+from .pipeline import MIN_BUILD_MB
 
 
 @dataclass(frozen=True)
@@ -48,16 +62,26 @@ class BuildJobs:
             job = self._jobs.get(str(out))
             if job is not None and job[0].poll() is None:
                 return
+            self._refuse_past_the_limit()
             resume = ["--resume"] if layout.read_manifest(out) is not None else []
             layout.claim(out)  # the log goes inside, so the folder must be one a build may write in
             log = out / layout.LOG
             command = [sys.executable, "-m", "attention_viz", "atlas", "build", "--model", model, "--corpus", corpus,
-                       "--out", str(out), "--no-progress", *resume]
+                       "--out", str(out), "--no-progress", *resume, *page_budget()]
             with open(log, "w", encoding="utf-8") as stderr:
                 process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr,
                                            env={**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")})
             self._jobs[str(out)] = (process, log)
             self._first.pop(str(out), None)
+
+    def _refuse_past_the_limit(self) -> None:
+        """ModelError when as many builds run as the operator allows (called with the lock held)."""
+        allowed = whole_number(ATLAS_BUILDS_ENV, 1)
+        running = sum(process.poll() is None for process, _ in self._jobs.values())
+        if running >= allowed:
+            at_once = "one atlas build at a time" if allowed == 1 else f"{allowed} atlas builds at a time"
+            raise ModelError(f"Another atlas build is running and this server runs {at_once} "
+                             f"({ATLAS_BUILDS_ENV}): try again when it has finished.")
 
     def status(self, out: str | Path) -> BuildStatus:
         out = Path(out)
@@ -92,6 +116,13 @@ class BuildJobs:
             pace = (done_now - first[1]) / (now - first[0])  # records a second
             left = (total - done) / pace
         return BuildStatus("running", done, total, left=left)
+
+
+def page_budget() -> list[str]:
+    """The ``atlas build`` options that size a page build's Ray: the operator's CPUs and memory."""
+    cpus = whole_number(ATLAS_CPUS_ENV, half_the_cores())
+    memory = whole_number(ATLAS_MEMORY_ENV, DEFAULT_ATLAS_MEMORY_MB, minimum=MIN_BUILD_MB)
+    return ["--cpus", str(cpus), "--memory-mb", str(memory)]
 
 
 def progress_line(status: BuildStatus, corpus: str = "probes") -> str:
