@@ -17,7 +17,7 @@ DTYPE_ENV = "ATTENTION_VIZ_DTYPE"  # float32, bfloat16 or float16
 # What one server lets its visitors cause (docs/deploy.md, "Work a visitor can cause"):
 ATLAS_BUILDS_ENV = "ATTENTION_VIZ_ATLAS_BUILDS"  # atlas builds the app runs at once (default 1)
 ATLAS_CPUS_ENV = "ATTENTION_VIZ_ATLAS_CPUS"  # logical CPUs of the Ray a page build starts (default: half the cores)
-ATLAS_MEMORY_ENV = "ATTENTION_VIZ_ATLAS_MEMORY_MB"  # memory that Ray may reserve (default 2048)
+ATLAS_MEMORY_ENV = "ATTENTION_VIZ_ATLAS_MEMORY_MB"  # that Ray's memory: object store and tasks (default 2048)
 CACHE_MB_ENV = "ATTENTION_VIZ_CACHE_MB"  # bytes the cached results and figures may hold (default 1024)
 DOWNLOAD_MB_ENV = "ATTENTION_VIZ_DOWNLOAD_MB"  # the largest file the page builds for a download (default 256)
 DEFAULT_DOWNLOAD_MB = 256
