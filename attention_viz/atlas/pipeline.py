@@ -214,10 +214,9 @@ def worker_gpus(requested: float | None, model: str) -> float:
 
 
 def run_ray(model: str, out: Path, plan_: Plan, workers: int | None, worker_cpus: float,
-            rows_per_file: int, progress: bool, gpus: float = 0.0, share_memory: bool = False) -> None:
+            rows_per_file: int, progress: bool, gpus: float = 0.0) -> None:
     """The model workers each reserve ``gpus`` GPUs (a fraction shares one) and load the model on
-    CUDA there; with none they run on the CPU. ``share_memory``: each worker reserves an equal share
-    of the memory the cluster was given (:func:`ray_session`), so no more start than it holds."""
+    CUDA there; with none they run on the CPU."""
     import ray
 
     from .worker import AtlasWorker
@@ -233,8 +232,6 @@ def run_ray(model: str, out: Path, plan_: Plan, workers: int | None, worker_cpus
         workers = max(1, int(cluster_gpus / gpus) if gpus else int(ray.cluster_resources().get("CPU", 1)))
     # Ray shows a worker only the GPUs it reserved (CUDA_VISIBLE_DEVICES): the model goes on them, or stays on the CPU
     on_gpu = {"num_gpus": gpus, "runtime_env": {"env_vars": {DEVICE_ENV: "cuda"}}} if gpus else {}
-    if share_memory:
-        on_gpu["memory"] = int(ray.cluster_resources()["memory"]) // workers
     # One block per pending file (one batch of similar-length sentences each): read_parquet would
     # merge small files into one block, leaving a single task for all the workers.
     files = sorted(str(path) for path in (out / layout.PENDING).glob("*.parquet"))
@@ -251,7 +248,7 @@ def run_ray(model: str, out: Path, plan_: Plan, workers: int | None, worker_cpus
         batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(size=workers),
         num_cpus=worker_cpus,
-        **on_gpu,  # and the memory share
+        **on_gpu,
     )
     try:
         shards.write_parquet(str(out / layout.SHARDS), min_rows_per_file=rows_per_file)
@@ -369,8 +366,7 @@ def build_atlas(
     manifest["sampling"] = {"sample_below": the_plan.sample_below, "js_below": the_plan.js_below}
     layout.write_manifest(out, manifest)
     if the_plan.pending:
-        with ray_session(address, cpus, memory_mb) as here:
-            run_ray(model, out, the_plan, workers, worker_cpus, rows_per_file, progress, gpus,
-                    share_memory=here and memory_mb is not None)
+        with ray_session(address, cpus, memory_mb):
+            run_ray(model, out, the_plan, workers, worker_cpus, rows_per_file, progress, gpus)
     layout.remove(out, layout.PENDING)
     return finish(out, manifest)
