@@ -2,7 +2,8 @@
 
 Each page build is an ``atlas build`` process with a Ray cluster of its own: before, three clicks on
 Build under three new names started three (43 processes, ~6 GB). Now a build while another runs is
-refused in one sentence whatever its name (``ATTENTION_VIZ_ATLAS_BUILDS`` allows more), a page build
+refused in one sentence whatever its name and whichever server process is asked
+(``ATTENTION_VIZ_ATLAS_BUILDS`` allows more), a page build
 gets the CPUs and memory the operator set (``ATTENTION_VIZ_ATLAS_CPUS``, ``ATTENTION_VIZ_ATLAS_MEMORY_MB``),
 and the Ray it starts keeps its session folder in a folder of its own that is removed when it stops."""
 
@@ -51,6 +52,14 @@ def test_a_second_build_under_another_name_is_refused_in_one_sentence(tmp_path, 
     assert "\n" not in message and "one atlas build at a time" in message and ATLAS_BUILDS_ENV in message
     assert len(started) == 1 and not (tmp_path / "second").exists()  # nothing started, nothing written
     builds.start("minilm", "probes", tmp_path / "first")  # the same build again: it is running, nothing new
+    assert len(started) == 1
+
+
+def test_another_server_process_sharing_the_root_is_refused_too(tmp_path, started):
+    """Two replicas behind nginx are two processes, each with its own BuildJobs: the slot is the root's."""
+    BuildJobs().start("minilm", "probes", tmp_path / "first")
+    with pytest.raises(ModelError, match="one atlas build at a time"):
+        BuildJobs().start("minilm", "probes", tmp_path / "second")
     assert len(started) == 1
 
 
