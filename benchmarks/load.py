@@ -14,7 +14,8 @@ waits for); p50/p95 are over every step of every session. An error is a step tha
 drew no heatmap, drew another session's sentence or timed out. ``rss_mb`` is the server's peak RSS
 (with replicas: the peak of their sum).
 
-``--sessions N --hostile H`` measures the ordinary visitors twice on one server: alone, then beside
+``--sessions N --hostile H`` measures the ordinary visitors (each taking the steps three times) twice
+on one server: alone, then beside
 H hostile visitors who keep opening links that ask the most expensive thing each view offers (a
 512-token text never seen before, every head removed with mean ablation, value zeroing, flow, the
 detector's probe set, patching at every head and position …). It prints both p95s, how many hostile
@@ -210,6 +211,7 @@ def measure_sessions(n: int, timeout: float, replicas: int = 1) -> dict:
 
 
 LONG_TOKENS = 512  # minilm's limit: the longest text a link can make it read
+HOSTILE_ROUNDS = 3  # the ordinary visitors take their steps this many times: long enough to meet the hostile links
 ALL_HEADS = ",".join(f"{layer}.{head}" for layer in range(6) for head in range(12))  # minilm: 6 × 12
 # The most expensive thing each view offers a link (its query parameters, the text added per link).
 HOSTILE_LINKS = [
@@ -258,15 +260,16 @@ def measure_hostile(n: int, hostiles: int, timeout: float) -> dict:
     for the second run, so neither run is answered from the other's cache)."""
     work = sentences(2 * n + 1)
     texts = long_texts(max(hostiles, 1) * len(HOSTILE_LINKS))
+    steps = STEPS * HOSTILE_ROUNDS
     with app_servers() as [(url, pid)]:
         asyncio.run(visit(url, *work[0], STEPS))
-        alone = asyncio.run(concurrent(url, [pid], work[1:n + 1], STEPS, timeout))
+        alone = asyncio.run(concurrent(url, [pid], work[1:n + 1], steps, timeout))
 
         async def beside() -> tuple[dict, dict]:
             stop, tally = asyncio.Event(), {"links": 0, "refused": 0, "failed": 0}
             attackers = [asyncio.create_task(hostile(url, texts, k * 7, stop, tally)) for k in range(hostiles)]
             await asyncio.sleep(2)  # the hostile links are already running when the class arrives
-            measured = await concurrent(url, [pid], work[n + 1:], STEPS, timeout)
+            measured = await concurrent(url, [pid], work[n + 1:], steps, timeout)
             stop.set()
             await asyncio.wait(attackers, timeout=RUN_TIMEOUT_S)
             for task in attackers:
