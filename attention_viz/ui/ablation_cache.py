@@ -121,10 +121,9 @@ def ablation(model: str, heads: Sequence[Head], mode: str) -> Ablation:
 def comparison(model: str, text: str, target: str | None, heads: Sequence[Head], mode: str) -> Comparison:
     """``text`` with all heads and without ``heads``; only forwards not made before are run. Past
     ``HEAVY_ABLATION_TOKENS`` the forwards take a heavy slot (ServerBusy, not cached, when none is free)."""
-    backend = CachedBackend(model)
-    long = len(backend._backend.tokenize(text)[0]) > HEAVY_ABLATION_TOKENS
+    long = len(cache.backend(model).tokenize(text)[0]) > HEAVY_ABLATION_TOKENS
     with heavy("removing heads from a text this long") if long else nullcontext():
-        return compare(backend, text, ablation(model, heads, mode), target)
+        return compare(CachedBackend(model), text, ablation(model, heads, mode), target)
 
 
 @st.cache_resource(max_entries=16, show_spinner="Removing the top heads, then random heads…")
