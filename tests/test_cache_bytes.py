@@ -127,3 +127,11 @@ def test_the_budget_is_the_operators(monkeypatch):
     monkeypatch.setenv(CACHE_MB_ENV, "300")
     assert byte_cache.shared_cache().budget_bytes == 300 * 2**20
     monkeypatch.setattr(byte_cache, "_shared", None)
+
+
+def test_a_large_arrays_key_is_made_from_a_sample_of_its_values():
+    array = np.random.default_rng(0).random(600_000).astype(np.float32)
+    changed = array.copy()
+    changed[::1000] += 1.0  # a change spread over the array, as another text's patterns are
+    assert stable_key(array) == stable_key(array.copy()) and stable_key(array) != stable_key(changed)
+    assert stable_key(np.array(["the", "cat"])) != stable_key(np.array(["the", "dog"]))

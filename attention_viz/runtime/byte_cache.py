@@ -31,6 +31,7 @@ import numpy as np
 from .settings import CACHE_MB_ENV, DEFAULT_CACHE_MB, whole_number
 
 OBJECT_BYTES = 64  # what a small Python object costs besides the arrays and strings it holds
+LARGE, SAMPLE = 500_000, 100_000  # elements of an array past which its key is made from a sample
 T = TypeVar("T")
 
 
@@ -64,11 +65,23 @@ def nbytes(value: Any) -> int:
     return total
 
 
+def array_digest(array: np.ndarray) -> str:
+    """A digest of an array's values: all of them, or past ``LARGE`` elements a fixed sample of
+    ``SAMPLE`` (as Streamlit's own cache keys do: hashing 75 MB of patterns would cost a tenth of a
+    second on every rerun of a page that draws them)."""
+    if array.dtype.hasobject:  # Python objects have no bytes of their own to hash
+        return hashlib.sha1(pickle.dumps(array, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()
+    flat = np.ascontiguousarray(array).reshape(-1)
+    if flat.size >= LARGE:
+        flat = flat[np.random.RandomState(0).randint(0, flat.size, SAMPLE)]
+    return hashlib.sha1(flat.view(np.uint8)).hexdigest()
+
+
 def stable_key(value: Any) -> Hashable:
     """A hashable stand-in for ``value`` made from its contents: equal arguments give equal keys
-    across calls and sessions (arrays by dtype, shape and a digest of their bytes)."""
+    across calls and sessions (arrays by dtype, shape and :func:`array_digest`)."""
     if isinstance(value, np.ndarray):
-        return ("array", value.dtype.str, value.shape, hashlib.sha1(np.ascontiguousarray(value).tobytes()).hexdigest())
+        return ("array", value.dtype.str, value.shape, array_digest(value))
     if isinstance(value, dict):
         return ("dict", tuple(sorted(((repr(k), stable_key(v)) for k, v in value.items()))))
     if isinstance(value, (list, tuple)):
