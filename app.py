@@ -153,6 +153,8 @@ def reads_whole_text() -> bool:
         return False
     try:
         return long_head.reads_whole(request.model, request.text)
+    except ModelError:  # a refusal: the ordinary run says it on the page, and the log needs no traceback
+        return False
     except Exception:  # noqa: BLE001 - the ordinary run reports the same failure, in one line
         logging.getLogger("attention_viz").warning("could not tell whether the whole text is read", exc_info=True)
         return False

@@ -4,6 +4,7 @@
     .venv/bin/python -m benchmarks.load --distinct 200 --json   # server RSS while 200 new sentences come in
     .venv/bin/python -m benchmarks.load --table                 # N = 1, 10, 30 and the RSS run, as Markdown
     .venv/bin/python -m benchmarks.load --sessions 30 --replicas 2   # two replicas behind nginx (docs/deploy.md)
+    .venv/bin/python -m benchmarks.load --sessions 10 --hostile 3    # p95 alone, then beside 3 hostile visitors
 
 ``--sessions N --json`` prints ``{"sessions": N, "p50_s": …, "p95_s": …, "errors": …, "rss_mb": …}``.
 Each session is a client speaking Streamlit's websocket protocol (benchmarks/session.py): it opens a
@@ -12,6 +13,13 @@ would. A time is from the request to the heatmap's arrival (the server's part of
 waits for); p50/p95 are over every step of every session. An error is a step that showed an error,
 drew no heatmap, drew another session's sentence or timed out. ``rss_mb`` is the server's peak RSS
 (with replicas: the peak of their sum).
+
+``--sessions N --hostile H`` measures the ordinary visitors (each taking the steps three times) twice
+on one server: alone, then beside
+H hostile visitors who keep opening links that ask the most expensive thing each view offers (a
+512-token text never seen before, every head removed with mean ablation, value zeroing, flow, the
+detector's probe set, patching at every head and position …). It prints both p95s, how many hostile
+links were opened and how many the server refused ("busy") or answered with an error.
 
 ``--replicas R`` (R ≥ 2) serves the app as docs/deploy.md ships it for a machine with R cores: R
 replicas behind Debian's nginx with deploy/nginx-attention-viz.conf, each session with its own
@@ -40,7 +48,7 @@ import numpy as np
 
 from .ports import free_port, wait_until_serving
 from .proxy import COOKIE, proxy, sticky_key
-from .session import Session, tick_labels, title
+from .session import RUN_TIMEOUT_S, Session, tick_labels, title
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_SESSIONS = 100
@@ -202,6 +210,81 @@ def measure_sessions(n: int, timeout: float, replicas: int = 1) -> dict:
         return asyncio.run(concurrent(url, pids, work[replicas:], STEPS, timeout, keys))
 
 
+LONG_TOKENS = 512  # minilm's limit: the longest text a link can make it read
+HOSTILE_ROUNDS = 3  # the ordinary visitors take their steps this many times: long enough to meet the hostile links
+ALL_HEADS = ",".join(f"{layer}.{head}" for layer in range(6) for head in range(12))  # minilm: 6 × 12
+# The most expensive thing each view offers a link (its query parameters, the text added per link).
+HOSTILE_LINKS = [
+    {"view": "ablation", "ablate": ALL_HEADS, "ablation": "mean"},
+    {"view": "head", "weighting": "value_zeroing"},
+    {"view": "layers", "weighting": "value_zeroing"},
+    {"view": "grid", "weighting": "alti"},
+    {"view": "detector"},
+    {"view": "compare"},
+    {"view": "focus", "weighting": "norms"},
+    {"view": "inside"},
+    {"view": "patching", "site": "head_positions"},
+]
+
+
+def long_texts(count: int, start: int = 5000) -> list[str]:
+    """``count`` distinct texts of minilm's whole 512 tokens: none is ever in the server's caches."""
+    from attention_viz.backends.registry import load_backend
+    from benchmarks.texts import text_of_tokens
+
+    backend = load_backend("minilm")
+    return [text_of_tokens(backend, LONG_TOKENS, variant=i) for i in range(start, start + count)]
+
+
+async def hostile(url: str, texts: list[str], first: int, stop: asyncio.Event, tally: dict) -> None:
+    """One hostile visitor: a new tab per link, each the most expensive thing of the next view, with a
+    new long text, until ``stop``. Tallies links opened, refused (the server said it is busy) and failed."""
+    i = first
+    while not stop.is_set() and i < first + len(texts) * len(HOSTILE_LINKS):
+        link = {**HOSTILE_LINKS[i % len(HOSTILE_LINKS)], "text": texts[i % len(texts)]}
+        tally["links"] += 1
+        try:
+            async with Session(url) as session:
+                run = await session.open(link)
+            if any("busy" in error for error in run.errors):
+                tally["refused"] += 1
+            elif run.errors:
+                tally["failed"] += 1
+        except Exception:  # noqa: BLE001 - a dropped connection or a timeout is what we count, not a crash
+            tally["failed"] += 1
+        i += 1
+
+
+def measure_hostile(n: int, hostiles: int, timeout: float) -> dict:
+    """The ordinary visitors' times alone, then beside ``hostiles`` hostile visitors (new sentences
+    for the second run, so neither run is answered from the other's cache)."""
+    work = sentences(2 * n + 1)
+    texts = long_texts(max(hostiles, 1) * len(HOSTILE_LINKS))
+    steps = STEPS * HOSTILE_ROUNDS
+    with app_servers() as [(url, pid)]:
+        asyncio.run(visit(url, *work[0], STEPS))
+        alone = asyncio.run(concurrent(url, [pid], work[1:n + 1], steps, timeout))
+
+        async def beside() -> tuple[dict, dict]:
+            stop, tally = asyncio.Event(), {"links": 0, "refused": 0, "failed": 0}
+            attackers = [asyncio.create_task(hostile(url, texts, k * 7, stop, tally)) for k in range(hostiles)]
+            await asyncio.sleep(2)  # the hostile links are already running when the class arrives
+            measured = await concurrent(url, [pid], work[n + 1:], steps, timeout)
+            stop.set()
+            await asyncio.wait(attackers, timeout=RUN_TIMEOUT_S)
+            for task in attackers:
+                task.cancel()
+            return measured, tally
+
+        with_hostile, tally = asyncio.run(beside())
+    return {"sessions": n, "hostile": hostiles,
+            "p50_s_alone": alone["p50_s"], "p95_s_alone": alone["p95_s"], "errors_alone": alone["errors"],
+            "p50_s_hostile": with_hostile["p50_s"], "p95_s_hostile": with_hostile["p95_s"],
+            "errors_hostile": with_hostile["errors"], "rss_mb_alone": alone["rss_mb"],
+            "rss_mb_hostile": with_hostile["rss_mb"], "hostile_links": tally["links"],
+            "hostile_refused": tally["refused"], "hostile_failed": tally["failed"]}
+
+
 def measure_distinct(count: int, wave: int, timeout: float, settle: float = SESSION_TTL_S + 10) -> dict:
     """Server RSS as ``count`` sessions, ``wave`` at a time, each bring a sentence never seen before;
     then once more after ``settle`` idle seconds, when Streamlit has dropped the closed sessions."""
@@ -250,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="one JSON line")
     parser.add_argument("--replicas", type=int, default=1,
                         help=f"with --sessions: app replicas behind nginx (1..{MAX_REPLICAS}; 1: the app alone)")
+    parser.add_argument("--hostile", type=int, default=0,
+                        help=f"with --sessions: also measure beside this many hostile visitors (0..{MAX_SESSIONS})")
     parser.add_argument("--timeout", type=float, default=600, help="deadline for the whole run, seconds")
     args = parser.parse_args(argv)
     count = args.sessions if args.sessions is not None else args.distinct
@@ -257,6 +342,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"at most {MAX_SESSIONS} sessions and 1000 sentences")
     if not 1 <= args.replicas <= MAX_REPLICAS or (args.replicas > 1 and not args.sessions):
         parser.error(f"--replicas takes 1..{MAX_REPLICAS}, with --sessions")
+    if not 0 <= args.hostile <= MAX_SESSIONS or (args.hostile and (not args.sessions or args.replicas > 1)):
+        parser.error(f"--hostile takes 0..{MAX_SESSIONS}, with --sessions on one replica")
+    if args.hostile:
+        print(json.dumps(measure_hostile(count, args.hostile, args.timeout)))
+        return 0
     if args.table:
         print(table(args.timeout))
         return 0

@@ -8,6 +8,8 @@ import pytest
 from attention_viz.backends import registry
 from attention_viz.backends.base import Backend
 from attention_viz.backends.scratch import ScratchEncoderBackend
+from attention_viz.runtime import byte_cache
+from attention_viz.runtime.byte_cache import ByteBudgetCache
 from attention_viz.runtime.model_cache import ModelCache
 from attention_viz.ui import cache
 
@@ -33,26 +35,28 @@ def forwards(monkeypatch):
 
 
 SENTENCES = 80  # past the bound (24 results) enough that an unbounded cache could not pass
+KEPT = 24
 
 
-def test_eighty_sentences_keep_the_result_cache_bounded(forwards):
-    cache.run.clear()
+def test_eighty_sentences_keep_the_result_cache_bounded(forwards, monkeypatch):
     sentences = [f"Sentence number {i} talks about " + " ".join(["attention"] * 120) for i in range(SENTENCES)]
     one = cache.run("minilm", sentences[0])  # the model loaded first, outside the measured growth
+    # a budget of bytes (ATTENTION_VIZ_CACHE_MB) that holds about KEPT of these results
+    monkeypatch.setattr(byte_cache, "_shared", ByteBudgetCache(KEPT * byte_cache.nbytes(one)))
+    cache.run("minilm", sentences[0])
     before = rss_mb()
     for sentence in sentences[1:]:
         cache.run("minilm", sentence)
     grown = rss_mb() - before
-    assert len(forwards) == SENTENCES
-    # each result holds 6 × 12 × 128² float32 ≈ 4.7 MB: kept, the 80 would be ≥ 377 MB; the bound
+    assert len(forwards) == SENTENCES + 1
+    # each result holds 6 × 12 × 128² float32 ≈ 4.7 MB: kept, the 80 would be ≥ 377 MB; the budget
     # keeps 24 (~113 MB, ~186 MB of RSS with the allocator's slack, measured)
     size = one.stack("pattern").nbytes / 2**20
-    assert grown < (cache.MAX_RESULTS + SENTENCES) / 2 * size, f"RSS grew by {grown:.0f} MB ({size:.1f} MB a result)"
+    assert grown < (KEPT + SENTENCES) / 2 * size, f"RSS grew by {grown:.0f} MB ({size:.1f} MB a result)"
     cache.run("minilm", sentences[-1])  # recent: still cached
-    assert len(forwards) == SENTENCES
-    cache.run("minilm", sentences[0])  # oldest: evicted, so it runs again
     assert len(forwards) == SENTENCES + 1
-    cache.run.clear()
+    cache.run("minilm", sentences[0])  # oldest: evicted, so it runs again
+    assert len(forwards) == SENTENCES + 2
 
 
 def test_a_model_loads_once_even_when_many_sessions_ask_at_once(monkeypatch):

@@ -321,12 +321,13 @@ def test_pickle_only_folder_is_refused(tmp_path, folders):
 def test_folder_without_tokenizer_is_refused(tmp_path, folders):
     for name in ("config.json", "model.safetensors"):
         shutil.copy(folders["gpt2"] / name, tmp_path / name)
-    with pytest.raises(ModelError, match="has no usable fast tokenizer"):
+    with pytest.raises(ModelError, match="has no tokenizer files"):
         HFBackend(str(tmp_path))
 
 
 def test_custom_code_is_never_run(tmp_path, folders):
-    shutil.copy(folders["gpt2"] / "model.safetensors", tmp_path)
+    for name in ("model.safetensors", "tokenizer.json"):
+        shutil.copy(folders["gpt2"] / name, tmp_path)
     config = {"model_type": "my-custom", "auto_map": {"AutoConfig": "custom.Config", "AutoModel": "custom.Model"}}
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(ModelError, match="never runs trust_remote_code"):

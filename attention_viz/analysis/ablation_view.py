@@ -1,6 +1,7 @@
 """The head-ablation page's plain data: the heads a user can pick (spelled as the items of the
-CLI's ``--ablate``), the tokens each output log-probability belongs to, and the shipped per-head
-importance table (Michel et al. 2019, "Are sixteen heads really better than one?")."""
+CLI's ``--ablate``), the tokens each output log-probability belongs to, the before/after maps of a
+long text pooled to a size a browser takes, and the shipped per-head importance table (Michel et
+al. 2019, "Are sixteen heads really better than one?")."""
 
 from __future__ import annotations
 
@@ -9,13 +10,39 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ..core.names import Group
 from ..core.result import AttentionResult
 from .ablation import ATTENTIONS, Head, parse_heads
+from .blockwise import tile_size
 
 # The trained models' folder; the importance tables sit beside the models they measure.
 SHIPPED = Path(__file__).resolve().parents[1] / "trained" / "models"
 _WORDS = {group: word for word, group in ATTENTIONS.items()}
+
+
+# Tiles a side of each before/after map, at most: past it a map is max-pooled, as the head view pools
+# a long text (a 1,000-token pair with a hover label per cell was ~60 MB on the wire).
+PAIR_TILES = 128
+
+
+def pooled_map(matrix: np.ndarray, labels: tuple[Sequence[str], Sequence[str]], tiles: int = PAIR_TILES
+               ) -> tuple[np.ndarray, tuple[list[str], list[str]]]:
+    """``matrix`` [query, key] max-pooled to at most ``tiles`` a side (each tile keeps its largest
+    weight, so a sharp cell never fades), with each tile labelled by the positions it covers and its
+    first token; a matrix within the limit comes back as it is."""
+    rows, cols = tile_size(matrix.shape[0], tiles), tile_size(matrix.shape[1], tiles)
+    if rows == cols == 1:
+        return matrix, (list(labels[0]), list(labels[1]))
+    pooled = np.maximum.reduceat(np.maximum.reduceat(matrix, np.arange(0, matrix.shape[0], rows), axis=0),
+                                 np.arange(0, matrix.shape[1], cols), axis=1)
+    return pooled, (_spans(labels[0], rows), _spans(labels[1], cols))
+
+
+def _spans(labels: Sequence[str], size: int) -> list[str]:
+    """One label per tile of ``size`` positions: ``12–15 word`` (its positions, its first token)."""
+    return [f"{start}–{min(start + size, len(labels)) - 1} {labels[start]}" for start in range(0, len(labels), size)]
 
 
 def default_attention(result: AttentionResult) -> Group:

@@ -31,6 +31,10 @@ def add_parser(commands) -> None:
     build.add_argument("--gpus-per-worker", type=float,
                        help="GPUs Ray reserves per worker, which then runs the model on CUDA (a fraction shares a GPU; "
                             "default: 1 where this machine's device is CUDA, else 0: docs/atlas-cluster.md)")
+    build.add_argument("--cpus", type=int, help="logical CPUs of the Ray this build starts (default: every core; "
+                                                "ignored when joining a cluster)")
+    build.add_argument("--memory-mb", type=int, help="memory that Ray may use in all, object store included "
+                                                     "(default: Ray's own sizing; ignored when joining a cluster)")
     build.add_argument("--resume", action="store_true", help="finish a killed build from the shards it wrote")
     build.add_argument("--sample-tokens", type=int, default=SAMPLE_TOKENS, help="cap on the q/k/representation sample")
     build.add_argument("--js-sentences", type=int, default=JS_SENTENCES,
@@ -50,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
             args.model, args.corpus, args.out, address=args.address, workers=args.workers, resume=args.resume,
             column=args.column, sample_tokens=args.sample_tokens, js_sentences=args.js_sentences,
             worker_cpus=args.worker_cpus, rows_per_file=args.rows_per_file, progress=not args.no_progress,
-            gpus_per_worker=args.gpus_per_worker,
+            gpus_per_worker=args.gpus_per_worker, cpus=args.cpus, memory_mb=args.memory_mb,
         )
         counts = manifest["counts"]
         print(f"wrote {args.out}: {counts['sentences']} sentences, {counts['skipped']} skipped, "

@@ -1,9 +1,15 @@
 """Atlas builds started from the app: a separate ``atlas build`` process (Ray never starts inside
 the web server), its progress read from what its workers write as they go (the progress log, and the
-shards of earlier runs), its error output kept in the atlas folder (``build.log``), never beside it."""
+shards of earlier runs), its error output kept in the atlas folder (``build.log``), never beside it.
+
+Each build starts a Ray cluster of its own (a dozen processes): at most ``ATTENTION_VIZ_ATLAS_BUILDS``
+(default 1) run at once over an atlas root, whoever asks, under whatever name and from whichever
+server process (a lock file per slot in the root, held by the running build), and one more is
+refused in a sentence; each gets the CPUs and memory the operator set for page builds."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -14,7 +20,17 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from ..errors import ModelError
+from ..runtime.settings import (
+    ATLAS_BUILDS_ENV,
+    ATLAS_CPUS_ENV,
+    ATLAS_MEMORY_ENV,
+    DEFAULT_ATLAS_MEMORY_MB,
+    half_the_cores,
+    whole_number,
+)
 from . import layout
+from .pipeline import MIN_BUILD_MB
 
 
 @dataclass(frozen=True)
@@ -48,14 +64,18 @@ class BuildJobs:
             job = self._jobs.get(str(out))
             if job is not None and job[0].poll() is None:
                 return
-            resume = ["--resume"] if layout.read_manifest(out) is not None else []
-            layout.claim(out)  # the log goes inside, so the folder must be one a build may write in
-            log = out / layout.LOG
-            command = [sys.executable, "-m", "attention_viz", "atlas", "build", "--model", model, "--corpus", corpus,
-                       "--out", str(out), "--no-progress", *resume]
-            with open(log, "w", encoding="utf-8") as stderr:
-                process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr,
-                                           env={**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")})
+            slot = take_slot(out.parent)
+            try:
+                resume = ["--resume"] if layout.read_manifest(out) is not None else []
+                layout.claim(out)  # the log goes inside, so the folder must be one a build may write in
+                log = out / layout.LOG
+                command = [sys.executable, "-m", "attention_viz", "atlas", "build", "--model", model, "--corpus",
+                           corpus, "--out", str(out), "--no-progress", *resume, *page_budget()]
+                with open(log, "w", encoding="utf-8") as stderr:
+                    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, pass_fds=(slot,),
+                                               env={**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")})
+            finally:
+                os.close(slot)  # the build holds its copy, and with it the slot, until it exits
             self._jobs[str(out)] = (process, log)
             self._first.pop(str(out), None)
 
@@ -92,6 +112,35 @@ class BuildJobs:
             pace = (done_now - first[1]) / (now - first[0])  # records a second
             left = (total - done) / pace
         return BuildStatus("running", done, total, left=left)
+
+
+SLOT = ".attention-viz-build-{}.lock"  # in the atlas root: one file per build allowed at once
+
+
+def take_slot(root: Path) -> int:
+    """A file descriptor holding one of the ``ATTENTION_VIZ_ATLAS_BUILDS`` build slots of the atlas root
+    (an exclusive ``flock`` on its slot file), or a ModelError when every slot is held. The lock belongs
+    to the open file, so a build started with the descriptor holds its slot until it exits, however
+    many server processes share the root and whichever of them started it."""
+    allowed = whole_number(ATLAS_BUILDS_ENV, 1)
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(allowed):
+        slot = os.open(root / SLOT.format(i), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(slot, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return slot
+        except BlockingIOError:
+            os.close(slot)
+    at_once = "one atlas build at a time" if allowed == 1 else f"{allowed} atlas builds at a time"
+    raise ModelError(f"Another atlas build is running and this server runs {at_once} ({ATLAS_BUILDS_ENV}): "
+                     "try again when it has finished.")
+
+
+def page_budget() -> list[str]:
+    """The ``atlas build`` options that size a page build's Ray: the operator's CPUs and memory."""
+    cpus = whole_number(ATLAS_CPUS_ENV, half_the_cores())
+    memory = whole_number(ATLAS_MEMORY_ENV, DEFAULT_ATLAS_MEMORY_MB, minimum=MIN_BUILD_MB)
+    return ["--cpus", str(cpus), "--memory-mb", str(memory)]
 
 
 def progress_line(status: BuildStatus, corpus: str = "probes") -> str:

@@ -22,7 +22,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,24 +145,57 @@ def read_pending(batch: pa.Table) -> pa.Table:
     return pa.concat_tables([pq.read_table(path, schema=PENDING_SCHEMA) for path in batch.column("path").to_pylist()])
 
 
-def connect(address: str | None = None) -> bool:
-    """Join the cluster at ``address`` / ``RAY_ADDRESS``, or start Ray on this machine. True if we
-    started (or joined) it here and should shut it down afterwards."""
+MIN_BUILD_MB = 256  # the least memory a build's Ray is given: its object store alone needs 75 MB
+MIN_OBJECT_STORE = 75 * 2**20  # Ray's own minimum
+OBJECT_STORE_SHARE = 4  # a quarter of a build's memory holds the object store (the batches between steps)
+
+
+def ray_budget(cpus: int, memory_mb: int) -> tuple[int, int, int]:
+    """Logical CPUs, memory the workers may reserve and the object store's bytes, of a Ray that is
+    given ``cpus`` and ``memory_mb`` in all."""
+    if cpus < 1 or memory_mb < MIN_BUILD_MB:
+        raise ModelError(f"a build needs at least 1 CPU and {MIN_BUILD_MB} MB, got {cpus} and {memory_mb} MB")
+    total = memory_mb * 2**20
+    store = max(MIN_OBJECT_STORE, total // OBJECT_STORE_SHARE)
+    return cpus, total - store, store
+
+
+@contextmanager
+def ray_session(address: str | None = None, cpus: int | None = None, memory_mb: int | None = None) -> Iterator[bool]:
+    """Ray joined at ``address`` / ``RAY_ADDRESS`` (yields False: the cluster is someone else's, and
+    ``cpus``/``memory_mb`` are its own), or started here (yields True) with ``cpus`` logical CPUs (None:
+    every core) and, with ``memory_mb``, that much memory in all; shut down on the way out. A Ray
+    started here keeps its session folder (logs, sockets, spilled objects) in a folder of its own,
+    removed when it stops: nothing is left in the system's temporary folder."""
     import ray
 
     if ray.is_initialized():
-        return False
+        yield False
+        return
     if not os.access(Path.home(), os.W_OK):  # Ray writes ~/.ray/auth_token otherwise
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     address = address or os.environ.get("RAY_ADDRESS")
+    temp = None if address else Path(tempfile.mkdtemp(prefix="attention-viz-ray-"))
     try:
-        if address:
-            ray.init(address=address, logging_level="WARNING")
-        else:
-            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
-    except (ConnectionError, RuntimeError, ValueError) as error:
-        raise ModelError(f"cannot start or join Ray ({address or 'local'}): {str(error).splitlines()[0]}") from None
-    return True
+        try:
+            if address:
+                ray.init(address=address, logging_level="WARNING")
+            else:
+                sizes = {}
+                if memory_mb is not None:
+                    cpus, memory, store = ray_budget(cpus or 1, memory_mb)
+                    sizes = {"_memory": memory, "object_store_memory": store}
+                ray.init(num_cpus=cpus or os.cpu_count(), include_dashboard=False, logging_level="WARNING",
+                         _temp_dir=str(temp), **sizes)
+        except (ConnectionError, RuntimeError, ValueError) as error:
+            raise ModelError(f"cannot start or join Ray ({address or 'local'}): {str(error).splitlines()[0]}") from None
+        try:
+            yield True
+        finally:
+            ray.shutdown()
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
 
 
 def worker_gpus(requested: float | None, model: str) -> float:
@@ -288,9 +323,11 @@ def build_atlas(
     rows_per_file: int = 1024,
     progress: bool = True,
     gpus_per_worker: float | None = None,
+    cpus: int | None = None,
+    memory_mb: int | None = None,
 ) -> dict:
     """Build (or, with ``resume``, finish) the atlas of ``model`` over ``corpus`` in ``out``; returns the manifest.
-    ``gpus_per_worker``: see :func:`worker_gpus`."""
+    ``gpus_per_worker``: see :func:`worker_gpus`; ``cpus``, ``memory_mb``: see :func:`ray_session`."""
     from .finish import finish
 
     out = Path(out)
@@ -329,13 +366,7 @@ def build_atlas(
     manifest["sampling"] = {"sample_below": the_plan.sample_below, "js_below": the_plan.js_below}
     layout.write_manifest(out, manifest)
     if the_plan.pending:
-        started = connect(address)
-        try:
+        with ray_session(address, cpus, memory_mb):
             run_ray(model, out, the_plan, workers, worker_cpus, rows_per_file, progress, gpus)
-        finally:
-            if started:
-                import ray
-
-                ray.shutdown()
     layout.remove(out, layout.PENDING)
     return finish(out, manifest)

@@ -56,7 +56,8 @@ from ..core.result import AttentionResult
 from ..core.provenance import run_of
 from ..inputs.tokens import Tokens, from_encoding, tokenize
 from ..weights.matching import NAMED, mismatch
-from ..weights.safetensors_io import check_folder, read_config, safetensors_files
+from ..weights.folder_checks import check_model_folder
+from ..weights.safetensors_io import check_folder
 from ..errors import ModelError
 from ..runtime.access import HUB_ID
 from ..runtime.device import CPU, Placement
@@ -209,8 +210,7 @@ class HFBackend(Backend):
         path = Path(spec).expanduser()
         if path.exists() or not HUB_ID.fullmatch(spec):
             folder = check_folder(path)
-            safetensors_files(folder)  # refuses pickle-only folders before transformers sees them
-            read_config(folder)  # a broken config.json gets its line and column
+            check_model_folder(folder, self.name)  # our loader's checks, before transformers reads anything
             return folder
         if downloads_allowed():
             return spec
@@ -221,7 +221,7 @@ class HFBackend(Backend):
                 f"cache); set {ALLOW_DOWNLOAD_ENV}=1 to fetch it from the hub"
             )
         snapshot = Path(cached).parent
-        safetensors_files(snapshot)
+        check_model_folder(snapshot, self.name)
         return snapshot
 
     def _load(self, what: str, loader: type, source: Path | str, **kwargs):

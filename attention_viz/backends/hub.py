@@ -14,7 +14,11 @@ def local_folder(spec: str) -> Path | None:
     """The folder ``spec`` names: a path, or a cached hub snapshot; None when it is neither (a hub id
     to download, or a missing path that the ``transformers`` backend reports)."""
     path = Path(spec).expanduser()
-    if path.exists():
+    try:
+        exists = path.exists()
+    except OSError as error:  # a name the file system cannot look up at all (too long, …)
+        raise ModelError(f"hf:{spec[:60]}… cannot be looked up as a folder: {error.strerror}") from None
+    if exists:
         from ..weights.safetensors_io import check_folder
 
         return check_folder(path)

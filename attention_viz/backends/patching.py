@@ -139,6 +139,16 @@ def _vocab_id(vocab, word: str, model: str, what: str) -> int:
     return vocab.stoi[word]
 
 
+def whole(backend: Backend, text: str, what: str) -> Tokens:
+    """Every token of ``text``, or a ModelError naming the model's limit: a patch of a cut text would
+    measure inputs that differ nowhere and say only "nothing to restore"."""
+    tokens, dropped = backend.tokenize(check_text(text, what))
+    if dropped:
+        raise ModelError(f"the {what} is {len(tokens) + dropped} tokens and patching in {backend.name} reads at "
+                         f"most {backend.max_tokens} tokens: shorten both texts")
+    return tokens
+
+
 def _check_same_length(clean: Sequence[str], corrupt: Sequence[str], what: str) -> None:
     if len(clean) == len(corrupt):
         return
@@ -172,7 +182,7 @@ def decoder_sides(backend: Backend, model: Transformer | RegistryModel, clean: s
 
     sides = []
     for text, what in ((clean, "clean text"), (corrupt, "corrupt text")):
-        tokens, _ = backend.tokenize(check_text(text, what))
+        tokens = whole(backend, text, what)
         sides.append(Side(tokens, (torch.tensor([tokens.ids]),), measure))
     return sides[0], sides[1], f"logit({answer}) − logit({wrong}) at the last position"
 
@@ -188,7 +198,7 @@ def encoder_sides(backend: Backend, clean: str, corrupt: str, answer: str, wrong
         raise ModelError(f"{word!r} is not a token of the {what}")
 
     def side(text: str, what: str) -> tuple[Side, str]:
-        tokens, _ = backend.tokenize(check_text(text, what))
+        tokens = whole(backend, text, what)
         labels = [label.strip().lower() for label in tokens.labels]
         chosen = token or next((p for p in PRONOUNS if p in labels), None)
         if chosen is None:
@@ -217,7 +227,7 @@ def translation_sides(backend: Backend, clean: str, corrupt: str, answer: str,
     translations = []
     sources = []
     for text, what in ((clean, "clean text"), (corrupt, "corrupt text")):
-        tokens, _ = backend.tokenize(check_text(text, what))
+        tokens = whole(backend, text, what)
         src = torch.tensor([tokens.ids])
         with torch.inference_mode():
             words = vocab.decode(greedy(model, src, None, backend.max_tokens)[0, 1:].tolist())

@@ -18,7 +18,8 @@ from ..core.result import AttentionResult
 from ..core.provenance import run_of
 from ..inputs.tokens import Tokens, load_tokenizer, tokenize
 from ..weights.bert import build_bert
-from ..weights.safetensors_io import read_config, read_safetensors
+from ..weights.folder_checks import check_model_folder
+from ..weights.safetensors_io import read_config
 from ..errors import ModelError
 from ..analysis.ablation import Ablation
 from ..core.names import Group
@@ -43,8 +44,8 @@ class ScratchEncoderBackend(Backend):
     @classmethod
     def from_bert_folder(cls, name: str, folder: Path) -> ScratchEncoderBackend:
         """A folder with ``config.json``, ``model.safetensors`` and ``tokenizer.json`` or ``vocab.txt``."""
-        model = build_bert(read_config(folder), read_safetensors(folder))
-        return cls(name, model, load_tokenizer(folder))
+        weights = check_model_folder(folder, name)
+        return cls(name, build_bert(read_config(folder), weights), load_tokenizer(folder))
 
     def place(self, placement: Placement) -> None:
         self.model, self.placement = placed(self.model, placement), placement

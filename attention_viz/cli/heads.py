@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # torch loads with the model, not with the argument parser
     from ..backends.base import Backend, Outputs
 
 ATTENTIONS = {"encoder": ENCODER_SELF, "decoder": DECODER_SELF}
+MAX_PROBES = 1000  # forwards one `heads` call may run over the built-in probes
 DESCRIPTIONS = {
     "previous_token": "share of attention on the previous token",
     "duplicate_token": "share on earlier copies of the same token",
@@ -100,7 +101,7 @@ def add_parser(commands) -> None:
     heads.add_argument("--text", help="your own text, scored together with the built-in probes")
     heads.add_argument("--attention", choices=list(ATTENTIONS),
                        help="which self-attention of an encoder–decoder model (default: encoder)")
-    heads.add_argument("--probes", type=int, default=24, help="how many built-in probes (default 24; 0: only --text)")
+    heads.add_argument("--probes", type=int, default=24, help=f"how many built-in probes (default 24, at most {MAX_PROBES}; 0: only --text)")
     heads.add_argument("--offset", type=int, action="append", default=[],
                        help="also score a fixed relative offset d (key = query + d); repeatable")
     heads.add_argument("--json", action="store_true", help="print {score_name: [[per head] per layer]}")
@@ -108,14 +109,14 @@ def add_parser(commands) -> None:
 
 
 def cmd_heads(args: argparse.Namespace) -> int:
+    if not 0 <= args.probes <= MAX_PROBES:
+        raise ModelError(f"--probes must be between 0 and {MAX_PROBES} (each probe is one forward), got {args.probes}")
     backend = load_backend(args.model, **placement(args))
     group = ATTENTIONS[args.attention] if args.attention else default_group(backend)
     if group == DECODER_SELF and backend.shape == "encoder-only" or group == ENCODER_SELF and backend.shape == "decoder-only":
         raise ModelError(f"{backend.name} has no {group[0]} self-attention")
     if group == CROSS:
         raise ModelError("the detector scores self-attention; cross-attention has no previous token or self")
-    if args.probes < 0:
-        raise ModelError("--probes must be 0 or more")
     texts = backend.probe_texts(args.probes) if args.probes else []
     if args.text is not None:
         if not args.text.strip():

@@ -11,6 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..analysis.ablation_view import pooled_map
 from .axes import plotly_text, shorten
 from .heatmap import X_ANGLE
 from .style import TEMPLATE, sequential
@@ -61,13 +62,17 @@ def pattern_pair(
     dark: bool = False,
 ) -> go.Figure:
     """Two ``[query, key]`` maps side by side on ONE colour range (0 .. the larger maximum), so the
-    same colour means the same weight in both. ``labels_*`` = (query labels, key labels); the
+    same colour means the same weight in both; past ``PAIR_TILES`` a side each is max-pooled. ``labels_*`` = (query labels, key labels); the
     after map may have other tokens (an ablated translation can come out different). ``dark``: 0 is a dark
     page's background, not white."""
     maps = [np.asarray(before, np.float32), np.asarray(after, np.float32)]
     for z, (rows, cols) in zip(maps, (labels_before, labels_after)):
         if z.shape != (len(rows), len(cols)):
             raise ValueError(f"a map of shape {z.shape} does not match {len(rows)}×{len(cols)} tokens")
+    pooled = [pooled_map(z, labels) for z, labels in zip(maps, (labels_before, labels_after))]
+    if any(z.shape != p.shape for z, (p, _) in zip(maps, pooled)):  # a long text: each tile's largest weight
+        titles = tuple(f"{title} (largest weight of each tile)" for title in titles)
+    (maps[0], labels_before), (maps[1], labels_after) = pooled
     top = max(float(np.nanmax(z)) if z.size else 0.0 for z in maps) or 1.0
     figure = make_subplots(rows=1, cols=2, subplot_titles=[plotly_text(t) for t in titles], horizontal_spacing=0.12)
     for column, (z, (rows, cols)) in enumerate(zip(maps, (labels_before, labels_after)), start=1):

@@ -8,11 +8,38 @@ are read once, when torch loads.
 from __future__ import annotations
 
 import gc
+import logging
 import os
 
 ALLOW_DOWNLOAD_ENV = "ATTENTION_VIZ_ALLOW_DOWNLOAD"
 DEVICE_ENV = "ATTENTION_VIZ_DEVICE"  # cpu, cuda or auto (see runtime/device.py)
 DTYPE_ENV = "ATTENTION_VIZ_DTYPE"  # float32, bfloat16 or float16
+# What one server lets its visitors cause (docs/deploy.md, "Work a visitor can cause"):
+ATLAS_BUILDS_ENV = "ATTENTION_VIZ_ATLAS_BUILDS"  # atlas builds the app runs at once (default 1)
+ATLAS_CPUS_ENV = "ATTENTION_VIZ_ATLAS_CPUS"  # logical CPUs of the Ray a page build starts (default: half the cores)
+ATLAS_MEMORY_ENV = "ATTENTION_VIZ_ATLAS_MEMORY_MB"  # that Ray's memory: object store and tasks (default 2048)
+CACHE_MB_ENV = "ATTENTION_VIZ_CACHE_MB"  # bytes the cached results and figures may hold (default 1024)
+DOWNLOAD_MB_ENV = "ATTENTION_VIZ_DOWNLOAD_MB"  # the largest file the page builds for a download (default 256)
+DEFAULT_DOWNLOAD_MB = 256
+DEFAULT_ATLAS_MEMORY_MB = 2048  # the model workers of a probes build (minilm: well under 1 GB each) and their batches
+DEFAULT_CACHE_MB = 1024
+
+
+def whole_number(env: str, default: int, minimum: int = 1) -> int:
+    """The operator's whole number in ``env``, or ``default`` when it is unset or not a whole number
+    ≥ ``minimum`` (said in the log: a typo in a setting must not keep the server from starting)."""
+    raw = os.environ.get(env, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < minimum:
+        logging.getLogger("attention_viz").warning("%s=%r is not a whole number ≥ %d: using %d", env, raw, minimum,
+                                                   default)
+        return default
+    return int(raw)
+
+
+def half_the_cores() -> int:
+    return max(1, (os.cpu_count() or 2) // 2)
 
 
 def downloads_allowed() -> bool:

@@ -11,6 +11,7 @@ of mean ablation and every earlier set are already here.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from contextlib import nullcontext
 
 import numpy as np
 import streamlit as st
@@ -22,12 +23,14 @@ from ..backends.head_effects import Comparison, compare, coreference_study, make
 from ..core.names import Group
 from ..core.result import AttentionResult
 from . import cache
+from ..runtime.byte_cache import cached
 from .heavy import heavy
 
 MAX_FORWARDS = 256  # small runs: the probe sets (24 each), the study's random draws
+HEAVY_ABLATION_TOKENS = 256  # a comparison's forwards under a second at 256 tokens; past that, seconds
 
 
-@st.cache_resource(max_entries=MAX_FORWARDS, show_spinner=False)
+@cached()
 def run(model: str, text: str, target: str | None, kinds: tuple[str, ...]) -> AttentionResult:
     """A plain run (any model, ``hf:`` included)."""
     return cache.backend(model).run(text, target=target, kinds=kinds)
@@ -48,9 +51,9 @@ def _forward(
     return cache.backend(model).forward(text, target, kinds, ablation=ablation)
 
 
-# Two caches, so the bounds differ: runs that keep the patterns of the user's text (up to ~75 MB
-# each at 512 tokens) get the result cache's bound; the study's runs keep outputs only and are small.
-@st.cache_resource(max_entries=cache.MAX_RESULTS, show_spinner=False)
+# Runs that keep the patterns of the user's text (up to ~75 MB each at 512 tokens) share the result
+# cache's budget of bytes; the study's runs keep outputs only and are small.
+@cached()
 def forward_with_patterns(
     model: str,
     text: str,
@@ -114,9 +117,12 @@ def ablation(model: str, heads: Sequence[Head], mode: str) -> Ablation:
     return Ablation(tuple(heads), mode, probe_means(model) if mode == "mean" else None)
 
 
+@cached(lambda: st.spinner("Running the model without those heads…"))
 def comparison(model: str, text: str, target: str | None, heads: Sequence[Head], mode: str) -> Comparison:
-    """``text`` with all heads and without ``heads``; only forwards not made before are run."""
-    with st.spinner("Running the model without those heads…"):
+    """``text`` with all heads and without ``heads``; only forwards not made before are run. Past
+    ``HEAVY_ABLATION_TOKENS`` the forwards take a heavy slot (ServerBusy, not cached, when none is free)."""
+    long = len(cache.backend(model).tokenize(text)[0]) > HEAVY_ABLATION_TOKENS
+    with heavy("removing heads from a text this long") if long else nullcontext():
         return compare(CachedBackend(model), text, ablation(model, heads, mode), target)
 
 

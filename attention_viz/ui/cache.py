@@ -1,8 +1,10 @@
 """Models, results and figures, cached per process and shared by every session.
 
-Results use ``st.cache_resource`` rather than ``st.cache_data``: cache_data would unpickle a fresh
-copy (up to ~75 MB of patterns at 512 tokens) on every rerun, i.e. on every slider move. Results
-are never mutated, so sharing one object is safe.
+Results, the arrays derived from them and figure specs share one budget of bytes,
+``ATTENTION_VIZ_CACHE_MB`` (runtime/byte_cache.py), the least recently used going first: a count of
+entries would let a few long texts of a large model fill the server's memory. Results are shared,
+never copied (a copy per rerun would be up to ~75 MB of patterns at 512 tokens on every slider move):
+they are never mutated. Figure specs are kept pickled, so each caller gets its own copy.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import streamlit as st
 from streamlit import config
 
 from ..runtime.access import beyond_loopback
+from ..runtime.byte_cache import cached
 from ..analysis.coreference import positions
 from ..analysis.focus import top_heads
 from ..analysis.weighting import mixing_or_reason, value_norms_or_reason
@@ -30,10 +33,7 @@ from ..core.result import AttentionResult
 from .heavy import heavy
 from .private_api import figure_without_validation
 
-MAX_RESULTS = 24  # ≈ 24 × 75 MB at the 512-token worst case
-MAX_NORMS = 8  # value-weighted norms: the patterns' size again
 HEAVY_ZEROING_TOKENS = 32  # value zeroing under a second at 32 tokens; past that, seconds (T² rows)
-MAX_FIGURES = 64  # figure specs: most are tens of kB; a 512-token heatmap ~2 MB
 
 
 def backend(name: str) -> Backend:
@@ -44,7 +44,7 @@ def backend(name: str) -> Backend:
         return load_backend(name, exposed=exposed)
 
 
-@st.cache_resource(max_entries=MAX_RESULTS, show_spinner="Running the model…")
+@cached(lambda: st.spinner("Running the model…"))
 def run(name: str, text: str, target: str | None = None, kinds: tuple[str, ...] = ("pattern",)) -> AttentionResult:
     """Most views need the patterns only; the explanation pages ask for q, k, scores too. The values
     come with the patterns wherever the model has them ([heads, tokens, d_k]: small beside the
@@ -57,16 +57,15 @@ def run(name: str, text: str, target: str | None = None, kinds: tuple[str, ...] 
     return result
 
 
-@st.cache_resource(max_entries=MAX_NORMS, show_spinner=False)
+@cached()
 def value_norms(_result: AttentionResult, identity: tuple) -> dict[str, np.ndarray] | str:
     """The value-weighted norms of a result of :func:`run` (or why there are none), once per run:
     from its captured values and the model's W_O, never by running the model again. ``identity``
-    (:func:`identity`) names the result; the arrays are not hashed. As large as the patterns, and
-    quick to recompute (no forward), so fewer are kept than results."""
+    (:func:`identity`) names the result; the arrays are not hashed. As large as the patterns."""
     return value_norms_or_reason(_result, backend(_result.model).output_projection)
 
 
-@st.cache_resource(max_entries=MAX_NORMS, show_spinner="Measuring context mixing…")
+@cached(lambda: st.spinner("Measuring context mixing…"))
 def mixing(_result: AttentionResult, identity: tuple, measure: str) -> dict[str, np.ndarray] | str:
     """ALTI or value zeroing of a result of :func:`run` (or why there is none), once per run and
     measure: one [query, key] map per layer, so far smaller than the patterns. Value zeroing re-runs
@@ -99,7 +98,7 @@ def landing_head(result: AttentionResult) -> tuple[int, int]:
     return layer, head
 
 
-@st.cache_data(max_entries=MAX_FIGURES, show_spinner=False)
+@cached(pickled=True)
 def _figure_spec(builder: str, source: str, args: tuple, kwargs: dict) -> dict:
     """``source`` (:func:`builder_source`) is part of the key only: a figure built by edited code is
     never answered from the cache of the old code."""

@@ -25,6 +25,7 @@ from ..figures.export import (IMAGE_FORMATS, camera_config, download_name, stand
                               with_subtitle)
 from ..core.provenance import Provenance
 from ..core.result import AttentionResult
+from ..runtime.settings import DEFAULT_DOWNLOAD_MB, DOWNLOAD_MB_ENV, whole_number
 from .state import SHOWN
 from .widgets import choice
 
@@ -138,14 +139,39 @@ def figure_downloads(figure: go.Figure | Callable[[], go.Figure], key: str) -> N
                   args=(flag,), help="Builds one HTML file of this figure, with plotly.js inside (about 5 MB).")
 
 
+JSON_BYTES_PER_NUMBER = 10  # "0.123456, ": the JSON download rounds every number to six decimals
+
+
+def download_sizes(result: AttentionResult) -> dict[str, int]:
+    """About how many bytes each download of ``result`` would be: the .npz stores the arrays as they
+    are, the .json writes every number out."""
+    arrays = result.arrays.values()
+    return {"npz": sum(array.nbytes for array in arrays),
+            "json": JSON_BYTES_PER_NUMBER * sum(array.size for array in arrays)}
+
+
+def too_large(form: str, size: int, limit: int) -> str | None:
+    """The sentence that refuses a download of ``size`` bytes past ``limit``, or None when it fits."""
+    if size <= limit:
+        return None
+    return (f"The .{form} of this result would be about {size / 2**20:,.0f} MB, more than the {limit / 2**20:,.0f} MB "
+            f"this server builds for a download ({DOWNLOAD_MB_ENV}); "
+            + ("the .npz holds the same arrays in less." if form == "json" else
+               "the command line saves it: python -m attention_viz run --model MODEL --text-file FILE --out result.npz."))
+
+
 def result_downloads(result: AttentionResult) -> None:
+    """The result's arrays as .npz and .json, each built only when clicked, and each refused in a
+    sentence when it would be larger than ``ATTENTION_VIZ_DOWNLOAD_MB``."""
     name = download_name(result.model, "tensors")
+    limit = whole_number(DOWNLOAD_MB_ENV, DEFAULT_DOWNLOAD_MB) * 2**20
+    sizes = download_sizes(result)
     left, right = st.columns(2)
-    left.download_button(
-        "Attention tensors (.npz)", data=result.to_npz_bytes, file_name=f"{name}.npz",
-        mime="application/octet-stream", key="result_npz", on_click="ignore",
-    )
-    right.download_button(
-        "Attention tensors (.json)", data=result.to_json, file_name=f"{name}.json",
-        mime="application/json", key="result_json", on_click="ignore",
-    )
+    for where, form, data, mime in ((left, "npz", result.to_npz_bytes, "application/octet-stream"),
+                                    (right, "json", result.to_json, "application/json")):
+        refusal = too_large(form, sizes[form], limit)
+        if refusal is not None:
+            where.caption(refusal)
+            continue
+        where.download_button(f"Attention tensors (.{form})", data=data, file_name=f"{name}.{form}", mime=mime,
+                              key=f"result_{form}", on_click="ignore")

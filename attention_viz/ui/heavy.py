@@ -9,27 +9,19 @@ The operator sets the number of slots with ``ATTENTION_VIZ_HEAVY_SLOTS`` (defaul
 
 from __future__ import annotations
 
-import logging
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ..errors import ServerBusy
+from ..runtime.settings import half_the_cores, whole_number
 
 HEAVY_SLOTS_ENV = "ATTENTION_VIZ_HEAVY_SLOTS"
 
 
 def configured_slots() -> int:
-    """The operator's number, or half the cores when it is unset or not a whole number ≥ 1 (said in
-    the log: a typo in a setting must not keep the server from starting)."""
-    raw = os.environ.get(HEAVY_SLOTS_ENV, "").strip()
-    default = max(1, (os.cpu_count() or 2) // 2)
-    if raw and (not raw.isdigit() or int(raw) < 1):
-        logging.getLogger("attention_viz").warning("%s=%r is not a whole number ≥ 1: using %d", HEAVY_SLOTS_ENV,
-                                                   raw, default)
-        return default
-    return int(raw) if raw else default
+    """The operator's number, or half the cores when it is unset or not a whole number ≥ 1."""
+    return whole_number(HEAVY_SLOTS_ENV, half_the_cores())
 
 
 class HeavyGate:

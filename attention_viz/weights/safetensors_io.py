@@ -103,8 +103,8 @@ class SafetensorsFolder:
     tensor is read to know them), tensors are read one at a time, shard after shard, so a loader never
     holds more than the tensor it is converting besides what it has already placed.
 
-    ModelError when a shard cannot be read, a tensor sits in two shards, or the index puts a tensor
-    in a shard that does not hold it.
+    ModelError when a shard cannot be read, a tensor sits in two shards or under two names, or the
+    index puts a tensor in a shard that does not hold it.
     """
 
     def __init__(self, folder: str | Path) -> None:
@@ -121,6 +121,7 @@ class SafetensorsFolder:
                     file_of[name] = file
                     self.names_in[file].append(name)
                     self.shapes[name] = tuple(handle.get_slice(name).get_shape())
+        stored_twice(file_of)
         index = shard_map(folder) if self.files != [folder / SINGLE_FILE] else None
         for name, shard in (index or {}).items():
             held = file_of.get(name)
@@ -144,6 +145,16 @@ class SafetensorsFolder:
                     except (SafetensorError, OSError) as error:
                         raise ModelError(f"{file}: tensor {name} cannot be read: {error}") from error
                     yield name, tensor
+
+
+def stored_twice(names: Collection[str]) -> None:
+    """ModelError naming a tensor stored under its bare name and again under a prefixed one (``x`` and
+    ``bert.x``): a loader would take one copy, not necessarily the one the model was saved with."""
+    for name in sorted(names):
+        _, dot, bare = name.partition(".")
+        if dot and bare in names:
+            raise ModelError(f"tensor {bare} is stored twice: as {bare} and as {name}; keep the copy the model "
+                             "was saved with")
 
 
 def read_safetensors(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from ...runtime.byte_cache import cached
 from ...analysis.positions import same_token_rows
 from ...figures.heatmap import attention_heatmap
 from ...figures.positional import (
@@ -53,7 +54,7 @@ def sinusoids_cached(n_positions: int, d_model: int) -> np.ndarray:
     return sinusoidal_table(n_positions, d_model)
 
 
-@st.cache_resource(max_entries=24, show_spinner="Running the model without positions…")
+@cached(lambda: st.spinner("Running the model without positions…"))  # results: the byte budget of ui/cache.py
 def run_without_positions(model: str, text: str) -> AttentionResult:
     """The same sentence with the position embeddings switched off; one forward per (model, text)."""
     return cache.backend(model).run_without_positions(text)
