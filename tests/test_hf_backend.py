@@ -325,13 +325,18 @@ def test_folder_without_tokenizer_is_refused(tmp_path, folders):
         HFBackend(str(tmp_path))
 
 
-def test_custom_code_is_never_run(tmp_path, folders):
+def test_custom_code_is_never_run_unless_the_operator_allows_it(tmp_path, folders, monkeypatch):
     for name in ("model.safetensors", "tokenizer.json"):
         shutil.copy(folders["gpt2"] / name, tmp_path)
     config = {"model_type": "my-custom", "auto_map": {"AutoConfig": "custom.Config", "AutoModel": "custom.Model"}}
     (tmp_path / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ModelError, match="never runs trust_remote_code"):
+    # the checkpoint's own Python: it must not run, and a marker file shows whether it did
+    (tmp_path / "custom.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\nraise SystemExit\n")
+    monkeypatch.delenv("ATTENTION_VIZ_ALLOW_REMOTE_CODE", raising=False)
+    with pytest.raises(ModelError, match=r"custom model code, which runs only where the operator allows it "
+                                         r"\(ATTENTION_VIZ_ALLOW_REMOTE_CODE=1\)"):
         HFBackend(str(tmp_path))
+    assert not (tmp_path / "ran").exists()
 
 
 def test_cached_hub_id_loads_from_the_snapshot_offline(tmp_path, folders, monkeypatch):

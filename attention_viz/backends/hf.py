@@ -24,7 +24,8 @@ model) is refused naming the tensors (:func:`check_loading`): transformers would
 gaps with its random initialisation and show made-up attention without a word.
 
 Safety and the network: weights are loaded from safetensors only (pickles can run code), custom
-model code is never run (``trust_remote_code=False``), and nothing is fetched unless the user sets
+model code is never run unless the operator sets ``ATTENTION_VIZ_ALLOW_REMOTE_CODE=1`` (it is a
+checkpoint's own Python; such code rarely calls the registry, and then runs eager), and nothing is fetched unless the user sets
 ``ATTENTION_VIZ_ALLOW_DOWNLOAD=1``. Without it a hub id is looked up in the local Hugging Face cache
 only, so an unknown id fails at once instead of waiting on DNS.
 """
@@ -61,7 +62,7 @@ from ..weights.safetensors_io import check_folder
 from ..errors import ModelError
 from ..runtime.access import HUB_ID
 from ..runtime.device import CPU, Placement
-from ..runtime.settings import ALLOW_DOWNLOAD_ENV, downloads_allowed
+from ..runtime.settings import ALLOW_DOWNLOAD_ENV, ALLOW_REMOTE_CODE_ENV, downloads_allowed, remote_code_allowed
 from ..analysis.ablation import Ablation
 from ..analysis.long_input import LongInput
 from ..core.hooks import KINDS, ablate, capture
@@ -228,12 +229,13 @@ class HFBackend(Backend):
         """``loader.from_pretrained`` with our safety settings; its errors become one-line ModelErrors."""
         try:
             return loader.from_pretrained(
-                source, local_files_only=not downloads_allowed(), trust_remote_code=False, **kwargs
+                source, local_files_only=not downloads_allowed(), trust_remote_code=remote_code_allowed(), **kwargs
             )
         except (OSError, ValueError, KeyError, RuntimeError) as error:
             message = _first_line(error)
             if "trust_remote_code" in str(error) or "custom code" in message:
-                message = "it needs custom model code, and attention-viz never runs trust_remote_code"
+                message = (f"it needs custom model code, which runs only where the operator allows it "
+                           f"({ALLOW_REMOTE_CODE_ENV}=1)")
             elif "safetensors" in message:
                 message += " (attention-viz loads safetensors weights only: pickles can run arbitrary code)"
             elif downloads_allowed() and os.environ.get("HF_HUB_OFFLINE") == "1":

@@ -12,6 +12,8 @@ import logging
 import os
 
 ALLOW_DOWNLOAD_ENV = "ATTENTION_VIZ_ALLOW_DOWNLOAD"
+# the operator's opt-in to a checkpoint's own Python (transformers' trust_remote_code): off by default
+ALLOW_REMOTE_CODE_ENV = "ATTENTION_VIZ_ALLOW_REMOTE_CODE"
 DEVICE_ENV = "ATTENTION_VIZ_DEVICE"  # cpu, cuda or auto (see runtime/device.py)
 DTYPE_ENV = "ATTENTION_VIZ_DTYPE"  # float32, bfloat16 or float16
 # What one server lets its visitors cause (docs/deploy.md, "Work a visitor can cause"):
@@ -45,6 +47,11 @@ def half_the_cores() -> int:
 def downloads_allowed() -> bool:
     """The user's explicit opt-in to fetching models from the hub."""
     return os.environ.get(ALLOW_DOWNLOAD_ENV) == "1"
+
+
+def remote_code_allowed() -> bool:
+    """The operator's explicit opt-in to running a checkpoint's own modelling code."""
+    return os.environ.get(ALLOW_REMOTE_CODE_ENV) == "1"
 
 
 def requested_placement() -> tuple[str | None, str | None]:
