@@ -3,8 +3,8 @@ per window and follows the charts as runs replace them:
 
 * ``chart_labels.js``: a role and a label on every chart, for screen readers — the chart's own
   title and subtitle, so it names what the saved picture names (model, sentence, layer, head);
-* ``narrow_charts.js``: on a phone, heatmaps with their colour bar under the matrix and token labels
-  thinned to the width.
+* ``narrow_charts.js``: token labels sized (and turned) so every token is labelled in the width drawn,
+  subtitles wrapped to the chart's width, and on a phone a thin colour bar beside the matrix.
 """
 
 from __future__ import annotations

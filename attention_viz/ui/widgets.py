@@ -134,7 +134,8 @@ def several(label: str, options: Sequence[int], key: str, default: Sequence[int]
     if not kept and raw is None:  # e.g. a smaller d_model left none of the old choices
         kept = [v for v in default if v in options]
     st.session_state[key] = list(dict.fromkeys(kept))
-    chosen = st.multiselect(label, list(options), key=key, **kwargs)
+    # Enter takes the first number starting with what was typed ("1" is 1, not 1, 10, 11 …)
+    chosen = st.multiselect(label, list(options), key=key, filter_mode="prefix", select_all=False, **kwargs)
     remember(key, ",".join(map(str, chosen)))
     _keep(key, list(chosen))
     return chosen

@@ -1,5 +1,5 @@
-"""Compare: two heads side by side; two sentences with the heads where a followed token's attention
-moved most between them (coreference for any pair), one head of both side by side and their
+"""Compare: two heads one above the other; two sentences with the heads where a followed token's attention
+moved most between them (coreference for any pair), one head of both and their
 difference; the coreference preset, which fills the two sentences ("it" → "animal" with "tired",
 → "street" with "wide")."""
 
@@ -67,8 +67,8 @@ def two_heads(weighed: Weighted) -> None:
             layer, head = layer_head_picker(result, group, key=f"compare_{side}", layer=start)
             shown.append((side, layer, head, displayed(result, Choice(group, layer, head, kind=weighed.kind))))
     top = pair_scale("compare_separate", *(s.matrix for *_, s in shown))
-    for column, (side, layer, head, one) in zip(columns, shown):
-        chart(column, heatmap(one, weighed, f"layer {layer}, head {head}", top), key=f"compare_chart_{side}")
+    for side, layer, head, one in shown:  # one above the other, each the page's width: every token labelled
+        chart(st, heatmap(one, weighed, f"layer {layer}, head {head}", top), key=f"compare_chart_{side}")
 
 
 def two_sentences(weighed: Weighted, text_b: str, key: str) -> None:
@@ -98,14 +98,13 @@ def two_sentences(weighed: Weighted, text_b: str, key: str) -> None:
                         f"A: “{a.query_labels[qa]}”, {where}", top, starts=(qa, 0))
         row_b = heatmap(Displayed(b.matrix[qb][None, :], [b.query_labels[qb]], b.key_labels), weighed,
                         f"B: “{b.query_labels[qb]}”, {where}", top, starts=(qb, 0))
-        left, right = st.columns(2)
-        chart(left, row_a, key=f"{key}_row_a")
+        chart(st, row_a, key=f"{key}_row_a")
         with drawn_from(other.provenance):
-            chart(right, row_b, key=f"{key}_row_b")
-    left, right = st.columns(2)
-    chart(left, heatmap(a, weighed, f"sentence A, {where}", top), key=f"{key}_a")
+            chart(st, row_b, key=f"{key}_row_b")
+    # one above the other, each the page's width: every token labelled
+    chart(st, heatmap(a, weighed, f"sentence A, {where}", top), key=f"{key}_a")
     with drawn_from(other.provenance):
-        chart(right, heatmap(b, weighed, f"sentence B, {where}", top), key=f"{key}_b")
+        chart(st, heatmap(b, weighed, f"sentence B, {where}", top), key=f"{key}_b")
     reason = misalignment(a.query_labels, b.query_labels) or misalignment(a.key_labels, b.key_labels)
     if reason is not None:
         st.info(reason)

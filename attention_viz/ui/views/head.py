@@ -31,24 +31,26 @@ def render(result: AttentionResult) -> None:
     if long_head.applies(result):  # past the capture limit: the whole text, patterns rebuilt blockwise
         long_head.render(result)
         return
-    # A sentence's heatmap beside its choices, so it is on the first screen (on a phone the columns
-    # stack, the heatmap first); a longer text's heatmap needs the page's width, under them.
-    beside = max(len(result.tokens), len(result.target_tokens or ())) <= WINDOW
-    plot, controls = st.columns([3, 2], gap="medium") if beside else (st.container(), st.container())
-    with controls:
+    # The heatmap takes the page's width (beside the choices it was too narrow to label every token): the
+    # layer and head above it, so they stay next to the figure on a phone too; the rest under it.
+    with st.container():
         group = attention_picker(result, key="head_group")
-        weighed = weigh(result, weighting_picker(), group=group)
         start_layer, start_head = cache.landing_head(result) if group == ENCODER_SELF else (0, 0)
         layer, head = layer_head_picker(result, group, key="head", layer=start_layer, head=start_head)
-        options = st.columns(2, vertical_alignment="center")
+    plot = st.container()
+    with st.container():
+        weighed = weigh(result, weighting_picker(), group=group)
+        options = st.columns([1, 1, 2, 2], vertical_alignment="center")
         with options[0]:
             hide_special = flag("Hide special tokens", "head_hide_special")
         with options[1]:
             words = flag("Word level", "head_words")
-        scale = choice("Colours", COLOUR_SCALES, "head_scale", widget="radio", horizontal=True,
-                       format_func=SCALE_NAMES.get, help="Per row: each row's largest value is darkest, so long "
-                       "rows stay visible. Log: small values are told apart.")
-        threshold = number("Threshold", 0.0, 0.5, "head_threshold", 0.0, step=0.01)
+        with options[2]:
+            scale = choice("Colours", COLOUR_SCALES, "head_scale", widget="radio", horizontal=True,
+                           format_func=SCALE_NAMES.get, help="Per row: each row's largest value is darkest, so "
+                           "long rows stay visible. Log: small values are told apart.")
+        with options[3]:
+            threshold = number("Threshold", 0.0, 0.5, "head_threshold", 0.0, step=0.01)
         shown = displayed(weighed.result, Choice(group, layer, head, words, hide_special, threshold, weighed.kind))
         for note in shown.notes:
             st.caption(note)
@@ -85,13 +87,13 @@ def draw(result: AttentionResult, shown: Displayed, weighed: Weighted, scale: st
 
 def side_by_side(result: AttentionResult, choice_: Choice, weighted_shown: Displayed, weighting: str,
                  title: str) -> None:
-    """The chosen head's attention weights beside the same head under the weighting, each on its own
+    """The chosen head's attention weights above the same head under the weighting, each on its own
     colour bar (different quantities): where a large weight carries little, the two differ."""
     if max(weighted_shown.matrix.shape) > WINDOW:
         return  # two more matrices that long would not be read side by side
     weights = displayed(result, choice_)
-    st.markdown(f"**Attention weights and {WEIGHTING_NAMES[weighting]} of this head, side by side**")
-    columns = st.columns(2)
+    st.markdown(f"**Attention weights and {WEIGHTING_NAMES[weighting]} of this head, one above the other**")
+    columns = (st.container(), st.container())  # each the page's width: every token labelled
     for where, shown, name, key in ((columns[0], weights, "weights", "head_side_weights"),
                                     (columns[1], weighted_shown, weighting, "head_side_weighted")):
         figure = cache.figure(attention_heatmap, shown.matrix, shown.query_labels, shown.key_labels,
@@ -106,7 +108,7 @@ def windowed(shown: Displayed, scale: str, threshold: float, quantity: str, titl
     starts = (0, 0)
     if max(shown.matrix.shape) > WINDOW:
         st.caption(f"{shown.matrix.shape[0]} × {shown.matrix.shape[1]} tokens: showing a {WINDOW}-token window "
-                   "(every tick labelled); move it with the sliders. The numbers are those of the whole sentence.")
+                   "(every token labelled where the page's width holds it, hover names each); move it with the sliders. The numbers are those of the whole sentence.")
         left, right = st.columns(2)
         with left:
             q0 = integer("First query shown", 0, max(shown.matrix.shape[0] - WINDOW, 0), "head_query_from", 0)

@@ -15,7 +15,7 @@ from ...core.result import AttentionResult
 from .. import cache, plain
 from ..export import chart, drawn_from
 from ..heavy import heavy
-from ..widgets import choice, flag, text
+from ..widgets import KEPT, choice, flag, forget, text
 
 EXPLANATION = (
     "Attention weights say where a head looks, not whether what it moves matters. **Activation patching** "
@@ -46,6 +46,26 @@ def patched(model: str, clean: str, corrupt: str, answer: str, wrong: str, site:
         return patch(cache.backend(model), clean, corrupt, answer, wrong, site, noising, token)
 
 
+INPUTS = ("patching_clean", "patching_corrupt", "patching_answer", "patching_wrong")
+LAST_MODEL = "_patching_model"
+
+
+def follow_the_model(model: str) -> None:
+    """After a model switch, boxes still holding the last model's preset take the new model's (another
+    model may not read them: toy-translate's French vocabulary has no "animal"); text typed is kept."""
+    last = st.session_state.get(LAST_MODEL)
+    st.session_state[LAST_MODEL] = model
+    if last is None or last == model or last not in PRESETS:
+        return
+    for key, old in zip(INPUTS, PRESETS[last].inputs):
+        if st.session_state.get(key, _kept_value(key)) == old:
+            forget(key)
+
+
+def _kept_value(key: str) -> str | None:
+    return st.session_state.get(KEPT, {}).get(key)
+
+
 def render(result: AttentionResult) -> dict:
     st.markdown(EXPLANATION)
     backend = cache.backend(result.model)
@@ -55,6 +75,7 @@ def render(result: AttentionResult) -> dict:
                    "GPT-2 folder).")
         return {}
     preset = PRESETS.get(result.model)
+    follow_the_model(result.model)
     left, right = st.columns(2)
     with left:
         clean = text("Clean input", "patching_clean", preset.clean if preset else result.tokens.text)
@@ -87,6 +108,8 @@ def render(result: AttentionResult) -> dict:
     first.metric("Metric on the clean input", f"{patching.clean:.4f}")
     second.metric("Metric on the corrupt input", f"{patching.corrupt:.4f}")
     plain.caption(f"Measured: {patching.metric}.")
+    if patching.warning is not None:  # above the map: it reads as confidently as any other
+        plain.warning(patching.warning)
     with drawn_from(replace(result.provenance, source=clean, target=None)):  # the pair typed here, not the sidebar's
         chart(st, cache.figure(patching_heatmap, patching), key="patching_map")
     st.caption("Red: patching that site alone moves the metric towards the clean input's; blue: away from it; "
