@@ -15,7 +15,7 @@ from ...core.result import AttentionResult
 from .. import cache, plain
 from ..export import chart, drawn_from
 from ..heavy import heavy
-from ..widgets import KEPT, choice, flag, forget, text
+from ..widgets import choice, flag, follow_the_model, text
 
 EXPLANATION = (
     "Attention weights say where a head looks, not whether what it moves matters. **Activation patching** "
@@ -47,23 +47,10 @@ def patched(model: str, clean: str, corrupt: str, answer: str, wrong: str, site:
 
 
 INPUTS = ("patching_clean", "patching_corrupt", "patching_answer", "patching_wrong")
-LAST_MODEL = "_patching_model"
 
 
-def follow_the_model(model: str) -> None:
-    """After a model switch, boxes still holding the last model's preset take the new model's (another
-    model may not read them: toy-translate's French vocabulary has no "animal"); text typed is kept."""
-    last = st.session_state.get(LAST_MODEL)
-    st.session_state[LAST_MODEL] = model
-    if last is None or last == model or last not in PRESETS:
-        return
-    for key, old in zip(INPUTS, PRESETS[last].inputs):
-        if st.session_state.get(key, _kept_value(key)) == old:
-            forget(key)
-
-
-def _kept_value(key: str) -> str | None:
-    return st.session_state.get(KEPT, {}).get(key)
+def preset_inputs(model: str) -> tuple[str | None, ...]:
+    return PRESETS[model].inputs if model in PRESETS else (None,) * len(INPUTS)
 
 
 def render(result: AttentionResult) -> dict:
@@ -75,7 +62,7 @@ def render(result: AttentionResult) -> dict:
                    "GPT-2 folder).")
         return {}
     preset = PRESETS.get(result.model)
-    follow_the_model(result.model)
+    follow_the_model(result.model, INPUTS, preset_inputs)  # toy-translate's French vocabulary has no "animal"
     left, right = st.columns(2)
     with left:
         clean = text("Clean input", "patching_clean", preset.clean if preset else result.tokens.text)
