@@ -1,7 +1,7 @@
 // Token heatmaps label every token the width drawn holds: the labels of each token axis sized (12 px
 // down to 7) and the key labels turned upright where -60° leaves them too close, as
 // figures/text_width.py's fitted_ticks does for a full-width figure; only past 7 px every k-th token
-// (hover still names every cell). A subtitle wider than its chart wraps onto more lines. On a phone
+// (hover still names every cell). A title or subtitle wider than its chart wraps onto more lines. On a phone
 // also a thin colour bar with small numbers and no title (the subtitle and hover name the quantity)
 // and no row-axis title, so the matrix gets the width. Installed once per window, re-applied as charts
 // come and go and the window changes size.
@@ -10,6 +10,7 @@
   window.__attentionVizNarrowCharts = true;
   const LARGEST = 12, SMALLEST = 7, LINE_BOX = 1.34, TURNED = -60, UPRIGHT = -90;
   const SUBTITLE_LINE = 18;  // px: one line of 11 px subtitle (figures/export.py SUBTITLE_ROOM)
+  const TITLE_LINE = 20;  // px: one line of a 14 px title
   const PHONE = 640;   // px of window: below it the colour bar and the row title give the matrix their room
   // (every k-th, font size) for n labels along room px, turned by angle (90: level labels on a y axis)
   const fitted = (n, room, angle) => {
@@ -45,13 +46,13 @@
       }
     }
   };
-  // The subtitle in lines no wider than the chart, each at a word's end; the margin above grows with it.
-  const wrapSubtitle = (chart, update) => {
-    const line = chart.querySelector(".gtitle-subtitle");
-    const title = chart.layout.title, text = title && title.subtitle && title.subtitle.text;
-    if (!line || !text || text.includes("<br>")) return;
-    const room = chart.clientWidth - 16, width = line.getBBox().width;
-    if (!room || width <= room) return;
+  // The title and the subtitle in lines no wider than the chart (the title also clear of the toolbar at
+  // its top right, which a touch screen keeps shown), each at a word's end; the margin above grows with them.
+  const TOOLBAR = 110;  // px: Plotly's mode bar and Streamlit's element toolbar
+  const wrapped = (element, text, room) => {
+    if (!element || !text || text.includes("<br>")) return null;
+    const width = element.getBBox().width;
+    if (!room || width <= room) return null;
     const perLine = Math.max(10, Math.floor(text.length * room / width));
     const lines = [];
     for (const word of text.split(" ")) {
@@ -59,9 +60,23 @@
       if (last >= 0 && (lines[last] + " " + word).length <= perLine) lines[last] += " " + word;
       else lines.push(word);
     }
-    if (lines.length < 2) return;
-    const more = (lines.length - 1) * SUBTITLE_LINE;
-    Object.assign(update, { "title.subtitle.text": lines.join("<br>"), "margin.t": (chart.layout.margin.t || 0) + more });
+    return lines.length > 1 ? lines : null;
+  };
+  const wrapTitles = (chart, update) => {
+    const title = chart.layout.title || {}, room = chart.clientWidth - 16;
+    let more = 0;
+    const main = wrapped(chart.querySelector(".gtitle"), typeof title === "string" ? title : title.text, room - TOOLBAR);
+    if (main && typeof title !== "string") {
+      update["title.text"] = main.join("<br>");
+      more += (main.length - 1) * TITLE_LINE;
+    }
+    const sub = wrapped(chart.querySelector(".gtitle-subtitle"), title.subtitle && title.subtitle.text, room);
+    if (sub) {
+      update["title.subtitle.text"] = sub.join("<br>");
+      more += (sub.length - 1) * SUBTITLE_LINE;
+    }
+    if (!more) return;
+    update["margin.t"] = ((chart.layout.margin || {}).t || 0) + more;
     if (chart.layout.height) update.height = chart.layout.height + more;
   };
   const adapt = chart => {
@@ -73,7 +88,7 @@
     chart.__attentionVizFittedAt = done;
     const heatmaps = chart.data.map((trace, i) => [trace, i]).filter(([t]) => t.type === "heatmap");
     const update = {};
-    wrapSubtitle(chart, update);
+    wrapTitles(chart, update);
     if (heatmaps.length === 1) {  // one matrix of tokens (the grids of many heads label no tokens)
       const phone = window.innerWidth < PHONE && heatmaps[0][0].showscale !== false;
       if (phone && chart.__attentionVizPhone !== chart.data) {

@@ -38,11 +38,11 @@ def render(result: AttentionResult) -> None:
         group = attention_picker(result, key="head_group")
         start_layer, start_head = cache.landing_head(result) if group == ENCODER_SELF else (0, 0)
         layer, head = layer_head_picker(result, group, key="head", layer=start_layer, head=start_head)
+    plot = st.container()
+    with st.container():  # under the figure, so that the heatmap is on a laptop's first screen
         if (layer, head) == (start_layer, start_head) and group == ENCODER_SELF and positions(result.tokens.labels):
             st.caption(f"Opened on layer {layer}, head {head}: of all heads, the one where “it” attends most to "
                        "“animal” in this sentence.")  # said only when the sentence has both and it is shown
-    plot = st.container()
-    with st.container():
         weighed = weigh(result, weighting_picker(), group=group)
         options = st.columns([1, 1, 2, 2], vertical_alignment="center")
         with options[0]:
