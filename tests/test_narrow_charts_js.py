@@ -6,6 +6,7 @@ only below 7 px, subtitles wrapped when wider than the chart. Chromium checks th
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,9 +21,9 @@ pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is no
 
 
 def relayout(width: int, window: int, keys: int, plot: tuple[int, int], title: float = 100,
-             subtitle: float = 500) -> dict:
+             subtitle: float = 500, label: float = 30) -> dict:
     given = dict(width=width, window=window, keys=keys, rows=keys, plot=plot, title=title, subtitle=subtitle,
-                 subtitle_text=SUBTITLE)
+                 subtitle_text=SUBTITLE, label=label)
     out = subprocess.run(["node", str(ROOT / "tests" / "narrow_charts_harness.js"),
                           str(ROOT / "attention_viz" / "ui" / "narrow_charts.js"), json.dumps(given)],
                          capture_output=True, text=True, check=True).stdout
@@ -55,3 +56,13 @@ def test_a_subtitle_wider_than_its_chart_wraps_and_the_margin_grows():
     lines = update["title.subtitle.text"].split("<br>")
     assert len(lines) == 2 and " ".join(lines) == SUBTITLE
     assert update["margin.t"] == 153 + 18 and update["height"] == 486 + 18
+
+
+def test_labels_turned_upright_get_the_room_they_reach_into_above_the_plot():
+    """30 keys in 525 px: -60° leaves 15 px between neighbours, upright 17.5 px holds 12 px labels, whose
+    widest (120 px) then reaches 120 px up instead of 120 sin 60° + 1.3 × 12 cos 60°."""
+    update = relayout(775, 1280, 30, (525, 600), label=120)
+    assert update["xaxis.tickangle"] == -90 and update["xaxis.tickfont.size"] == 12
+    grown = 120 - (120 * math.sin(math.radians(60)) + 1.3 * 12 * math.cos(math.radians(60)))
+    assert update["margin.t"] == 153 + math.ceil(grown) + 2 and update["height"] == 486 + math.ceil(grown) + 2
+    assert "margin.t" not in relayout(382, 1280, 14, (132, 300), subtitle=300, label=60)  # smaller: no more room

@@ -20,6 +20,11 @@
     const fit = Math.max(1, Math.floor(room / ((LINE_BOX * SMALLEST + 1) / Math.sin(Math.abs(angle) * Math.PI / 180))));
     return [Math.ceil(n / fit), SMALLEST];
   };
+  // how far a label `width` px long, of `size` px, turned by `angle`, reaches away from its axis
+  const reach = (width, size, angle) => {
+    const turn = Math.abs(angle) * Math.PI / 180;
+    return width * Math.sin(turn) + 1.3 * size * Math.cos(turn);
+  };
   const ticks = (axis, every) => {
     const keep = (_, i) => i % every === 0;
     const values = axis.categoryarray.filter(keep);
@@ -32,10 +37,19 @@
     if (x && Array.isArray(x.categoryarray) && Array.isArray(x.tickvals)) {
       let angle = TURNED, [every, font] = fitted(x.categoryarray.length, size.w, TURNED);
       if (font < LARGEST) { angle = UPRIGHT; [every, font] = fitted(x.categoryarray.length, size.w, UPRIGHT); }
-      const t = ticks(x, every);
-      if (t.vals.length !== x.tickvals.length || (x.tickfont || {}).size !== font || x.tickangle !== angle) {
+      const t = ticks(x, every), was = (x.tickfont || {}).size || LARGEST;
+      if (t.vals.length !== x.tickvals.length || was !== font || x.tickangle !== angle) {
         Object.assign(update, { "xaxis.tickvals": t.vals, "xaxis.ticktext": t.text, "xaxis.tickfont.size": font,
                                 "xaxis.tickangle": angle });
+        // turned upright, long labels reach further from the plot: the margin makes that room itself, so
+        // Plotly draws once instead of measuring and pushing it (figures/text_width.py)
+        const widest = Math.max(0, ...[...chart.querySelectorAll(".xtick > text")].map(e => e.getBBox().width));
+        const grown = reach(widest * font / was, font, angle) - reach(widest, was, x.tickangle || 0);
+        const side = x.side === "top" ? "t" : "b";
+        if (grown > 0) {
+          update[`margin.${side}`] = (update[`margin.${side}`] || (chart.layout.margin || {})[side] || 0) + Math.ceil(grown) + 2;
+          if (chart.layout.height) update.height = (update.height || chart.layout.height) + Math.ceil(grown) + 2;
+        }
       }
     }
     if (y && Array.isArray(y.categoryarray) && Array.isArray(y.tickvals) && y.categoryarray.length > 1) {
