@@ -366,3 +366,20 @@ def test_copy_link_says_what_the_link_carries_after_a_file_upload():
     promise = [c.value for c in at.caption if "puts it on the clipboard" in c.value]
     assert "exactly" not in promise[0] and "not on story.txt" in promise[0]
     assert at.query_params["text"] in (DEFAULT_TEXT, [DEFAULT_TEXT])  # what it said: the box's sentence
+
+
+def test_the_head_views_layer_and_head_come_before_its_heatmap_and_the_other_choices_after():
+    """In the page's order (a phone stacks it so): the layer and head above the heatmap; weighting, special
+    tokens, words, colours, threshold under it."""
+    at = app()
+
+    def walk(node, out: list) -> list:
+        for child in getattr(node, "children", {}).values():
+            out.append(getattr(child, "key", None) or child.type)
+            walk(child, out)
+        return out
+    order = [k for k in walk(at.main, []) if isinstance(k, str) and k.startswith(("head_", "weighting"))]
+    chart = order.index("head_chart")
+    assert order.index("head_layer") < chart and order.index("head_head") < chart
+    assert all(order.index(k) > chart for k in ("weighting", "head_hide_special", "head_words", "head_scale",
+                                                 "head_threshold"))
