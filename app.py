@@ -27,7 +27,7 @@ from attention_viz.core.provenance import Provenance
 from attention_viz.errors import ModelError, UnreadableText
 from attention_viz.ui import cache, plain
 from attention_viz.ui.export import drawn_from, image_format_picker, result_downloads
-from attention_viz.ui.inputs import request_panel, switch_to_example
+from attention_viz.ui.inputs import request_panel, say_unknown, switch_to_example
 from attention_viz.ui.state import remember, seed_from_url, share, write_to_url
 from attention_viz.ui.text_window import window_text
 from attention_viz.ui.views import (
@@ -197,11 +197,12 @@ elif reads_whole_text():
 else:
     result = run_model()
     if result is not None:
+        say_unknown(result)
         show(VIEWS[view][2], result.provenance, result)
         with st.expander("Download the attention tensors"):
             result_downloads(result)
 
 write_to_url(request.model)
 with link_place:
-    share(request.model)
+    share(request.model, uploaded_name())
 freeze_startup_heap()  # after the first run everything long-lived is loaded: keep it out of each run's GC

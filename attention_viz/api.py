@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, fields
-from functools import cached_property, partial
+from functools import cached_property, partial, wraps
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -181,6 +181,11 @@ class Shown:
     def _repr_mimebundle_(self, include: Collection[str] | None = None, exclude: Collection[str] | None = None) -> dict:
         return {"text/html": self._repr_html_(), "text/plain": repr(self)}
 
+    def _ipython_display_(self) -> None:
+        from .figures.notebook import draw_once_per_cell
+
+        draw_once_per_cell(self)
+
     def __repr__(self) -> str:
         return f"<attention-viz {self.view} view: {len(self.figures)} figure(s); .save(path) writes it as one page>"
 
@@ -205,6 +210,21 @@ def init_notebook() -> NotebookPlotly:
     return NotebookPlotly()
 
 
+def _drawn_as_called(show_view: Callable[..., Shown]) -> Callable[..., Shown]:
+    """In a notebook, what :func:`show` returns is drawn as it is called: pasted as one cell, several
+    calls each show their view, not only the cell's last value."""
+    @wraps(show_view)
+    def show(*args, **kwargs) -> Shown:
+        from .figures.notebook import in_kernel
+
+        shown = show_view(*args, **kwargs)
+        if in_kernel():
+            shown._ipython_display_()
+        return shown
+    return show
+
+
+@_drawn_as_called
 def show(
     result: AttentionResult,
     view: str = "head",
@@ -283,7 +303,7 @@ def export(result: AttentionResult, path: str | Path, view: str = "heads", **opt
     as 8-bit codes with one scale per attention row (said in the file), about 15 MB for 512 tokens
     on minilm. Returns the path written.
     """
-    return show(result, view, **options).save(path)
+    return show.__wrapped__(result, view, **options).save(path)  # written, not drawn in the notebook
 
 
 # --- the choices, checked against what the result holds ------------------------------------------

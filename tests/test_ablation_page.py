@@ -195,3 +195,15 @@ def test_a_click_in_the_grid_is_applied_to_the_set_and_the_link_and_the_grid_mar
     at.session_state["_ablation_ablate_toggle"] = "3.1"  # clicked again: put back
     at.run()
     assert at.multiselect(key="ablation_ablate").value == ["2.5"] and link(at)["ablate"] == "2.5"
+
+
+def test_typing_a_head_and_enter_takes_that_head_alone():
+    """Enter takes the first visible row: with no "Select all matches" row (select_all 0) and options
+    matched by prefix, typing "3.1" leaves 3.1, 3.10, 3.11 in the options' order, 3.1 first
+    (tests/test_browser_choices.py types it in Chromium)."""
+    from streamlit.proto.SelectWidgetFilterMode_pb2 import SelectWidgetFilterMode
+
+    at = open_view("ablation", model="minilm", text=TIRED, study="0")
+    widget = at.multiselect(key="ablation_ablate").proto
+    assert widget.select_all == 0 and widget.filter_mode == SelectWidgetFilterMode.FILTER_MODE_PREFIX
+    assert [o for o in widget.options if o.startswith("3.1")] == ["3.1", "3.10", "3.11"]

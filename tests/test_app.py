@@ -9,6 +9,8 @@ from streamlit.testing.v1 import AppTest
 from apphelpers import app, charts, messages, switch_view
 
 from attention_viz.backends.scratch import ScratchEncoderBackend
+from attention_viz.backends.registry import load_backend
+from attention_viz.ui.state import DEFAULT_TEXT
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,7 +108,7 @@ def test_unknown_model_in_the_url_gets_a_clear_message():
     assert at.error and "does not exist" in at.error[0].value
 
 
-def test_compare_two_heads_side_by_side():
+def test_compare_two_heads_one_above_the_other():
     at = app(view="compare")
     assert not at.exception
     titles = [c["layout"]["title"]["text"] for c in charts(at)]
@@ -260,11 +262,16 @@ def test_picking_hf_says_what_a_folder_needs_and_shows_no_error_before_anything_
 
 
 def test_a_long_input_gets_a_window_with_every_tick_and_positions_in_hover():
+    """Every query of the 64-token window labelled (the figure grows a line a row); the keys every one
+    the width of a 1,280-px window's page holds at 7 px or more, the rest every other (the page's script
+    labels all where the page is wider: tests/test_browser_labels.py)."""
     text = " ".join(f"word{i % 7} the" for i in range(60))  # > 64 tokens, many "the"
     at = app(text=text, query_from="10", key_from="20")
     assert not at.exception and not at.error
     spec = charts(at)[0]
-    assert len(spec["layout"]["xaxis"]["ticktext"]) == 64 == len(spec["layout"]["yaxis"]["ticktext"])
+    assert len(spec["layout"]["yaxis"]["ticktext"]) == 64
+    keys = spec["layout"]["xaxis"]
+    assert len(keys["ticktext"]) == 32 and keys["tickfont"]["size"] >= 7 and keys["tickangle"] == -90
     assert spec["data"][0]["x"][0].startswith("20: ") and spec["data"][0]["y"][0].startswith("10: ")
     assert at.query_params["key_from"] in ("20", ["20"])
 
@@ -292,3 +299,87 @@ def test_a_views_choices_survive_a_visit_to_another_view():
     assert (at.slider(key="head_layer").value, at.select_slider(key="head_head").value) == (2, 5)
     assert at.checkbox(key="head_hide_special").value and at.radio(key="head_scale").value == "log"
     assert "layer 2, head 5" in charts(at)[0]["layout"]["title"]["text"]
+
+
+TROPHY = "The trophy didn't fit in the suitcase because it was too big."
+
+
+def test_a_model_switch_never_loses_the_sentence():
+    """induction reads only its symbols: its example, and the page says so; back on minilm the box, the
+    run and the link hold the user's sentence again, and the notice is gone."""
+    at = app(text=TROPHY)
+    at.sidebar.selectbox(key="model_choice").set_value("induction").run()
+    assert not at.exception
+    example = next(iter(load_backend("induction").examples().values()))
+    assert at.sidebar.text_area(key="text").value == example
+    assert any("now holds its example" in m for m in messages(at))
+    at.sidebar.selectbox(key="model_choice").set_value("minilm").run()
+    assert not at.exception and not at.error
+    assert at.sidebar.text_area(key="text").value == TROPHY
+    assert not any("now holds its example" in m for m in messages(at))
+    assert at.query_params["text"] in (TROPHY, [TROPHY])
+    assert "trophy" in charts(at)[0]["layout"]["xaxis"]["ticktext"]
+
+
+def test_words_toy_translate_does_not_know_are_marked_and_named():
+    """toy-translate's vocabulary (its vocab.json) against the trophy sentence: every word it lacks is
+    marked on the axes (hover reads the axis values) and named in one line; known words are not."""
+    backend = load_backend("toy-translate")
+    vocabulary = set(backend.src_vocab.itos)
+    at = app(model="toy-translate", view="encdec", text=TROPHY)
+    assert not at.exception and not at.error
+    words = TROPHY.lower().replace(".", " .").split()
+    lacking = [w for w in words if w not in vocabulary]
+    line = next(m for m in messages(at) if "does not know" in m)
+    assert line.startswith(f"toy-translate does not know {len(lacking)} of these {len(words)} words")
+    assert line.endswith(": " + ", ".join(dict.fromkeys(lacking)) + ".")
+    labels = [label for chart in charts(at) for label in chart["layout"]["xaxis"].get("ticktext", [])]
+    assert "trophy ⟨unk⟩" in labels and "suitcase ⟨unk⟩" in labels and "because" in labels
+
+
+def test_the_landing_line_names_the_head_it_shows_and_only_when_the_sentence_has_both_words():
+    """The reference: every head's it → animal weight from a plain run (attention_viz.run), the largest."""
+    import numpy as np
+
+    import attention_viz as av
+
+    at = app()
+    result = av.run("minilm", "The animal didn't cross the street because it was too tired.")
+    labels = list(result.tokens.labels)
+    cells = np.array([result.pattern(result.attentions()[0], layer)[:, labels.index("it"), labels.index("animal")]
+                      for layer in range(result.n_layers(*result.attentions()[0]))])
+    layer, head = np.unravel_index(cells.argmax(), cells.shape)
+    said = [c.value for c in at.caption if "attends most" in c.value]
+    assert said == [f"Opened on layer {layer}, head {head}: of all heads, the one where “it” attends most to "
+                    "“animal” in this sentence."]
+    assert f"layer {layer}, head {head}" in charts(at)[0]["layout"]["title"]["text"]
+    assert not any("attends most" in c.value for c in app(text=TROPHY).caption)  # no "animal": nothing claimed
+    assert not any("attends most" in c.value for c in app(layer="0", head="0").caption)  # another head shown
+
+
+def test_copy_link_says_what_the_link_carries_after_a_file_upload():
+    at = app()
+    promise = [c.value for c in at.caption if "puts it on the clipboard" in c.value]
+    assert promise and promise[0].endswith("it reopens exactly this view:")
+    at.file_uploader(key="text_file").set_value(("story.txt", b"The cat sat on the mat.", "text/plain")).run()
+    assert not at.exception
+    promise = [c.value for c in at.caption if "puts it on the clipboard" in c.value]
+    assert "exactly" not in promise[0] and "not on story.txt" in promise[0]
+    assert at.query_params["text"] in (DEFAULT_TEXT, [DEFAULT_TEXT])  # what it said: the box's sentence
+
+
+def test_the_head_views_layer_and_head_come_before_its_heatmap_and_the_other_choices_after():
+    """In the page's order (a phone stacks it so): the layer and head above the heatmap; weighting, special
+    tokens, words, colours, threshold under it."""
+    at = app()
+
+    def walk(node, out: list) -> list:
+        for child in getattr(node, "children", {}).values():
+            out.append(getattr(child, "key", None) or child.type)
+            walk(child, out)
+        return out
+    order = [k for k in walk(at.main, []) if isinstance(k, str) and k.startswith(("head_", "weighting"))]
+    chart = order.index("head_chart")
+    assert order.index("head_layer") < chart and order.index("head_head") < chart
+    assert all(order.index(k) > chart for k in ("weighting", "head_hide_special", "head_words", "head_scale",
+                                                 "head_threshold"))

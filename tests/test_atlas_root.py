@@ -282,3 +282,14 @@ def test_the_truncation_sentence():
         "(at most 6,000 from one line, line 4)")
     assert truncation_note([{"line": 2, "tokens_dropped": 3}, {"line": 9, "tokens_dropped": 10}]).startswith(
         "2 lines were longer than the model reads: cut at its limit, 13 tokens in all not read (at most 10 from one line, line 9)")
+
+
+def test_the_atlas_name_box_follows_the_model_and_a_typed_name_stays(root):
+    at = app(model="minilm", view="atlas")
+    assert at.text_input(key="atlas_atlas").value == atlas_name("minilm", "probes")
+    at.sidebar.selectbox(key="model_choice").set_value("toy-translate").run()
+    assert not at.exception
+    assert at.text_input(key="atlas_atlas").value == atlas_name("toy-translate", "probes")
+    at.text_input(key="atlas_atlas").set_value("my-atlas").run()
+    at.sidebar.selectbox(key="model_choice").set_value("minilm").run()
+    assert at.text_input(key="atlas_atlas").value == "my-atlas"

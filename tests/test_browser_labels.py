@@ -102,3 +102,57 @@ def test_no_two_labels_of_a_chart_overlap_in_any_view_at_either_window_size(app_
             charts.setdefault(overlap.split(": ")[0], []).append(overlap)
         print(where, *(f"{len(o)}× {o[0]} …" for o in charts.values()), sep="\n  ")
     assert found == {}
+
+
+TROPHY = "The trophy didn't fit in the suitcase because it was too big."
+PHONE = {"width": 390, "height": 844}
+# Each token heatmap's token count, the tick labels drawn on each axis, the width of its cells and
+# whether its subtitle stays inside the chart (wrapped, never cut)
+TOKEN_CHARTS = """() => [...document.querySelectorAll('.js-plotly-plot')]
+    .filter(gd => gd.data.some(t => t.type === 'heatmap') && gd.layout.xaxis && Array.isArray(gd.layout.xaxis.categoryarray))
+    .map(gd => {
+        const drawn = axis => [...gd.querySelectorAll(`.${axis}tick > text`)].map(t => t.textContent.trim()).filter(Boolean);
+        const box = e => e.getBoundingClientRect();
+        const chart = box(gd), cells = gd.querySelector('.heatmaplayer image, .hm image'), sub = gd.querySelector('.gtitle-subtitle');
+        return {title: String(gd.layout.title.text || ''), keys: gd.layout.xaxis.categoryarray.length,
+                queries: gd.layout.yaxis.categoryarray.length, x: drawn('x'), y: drawn('y'),
+                cells: cells ? box(cells).width : 0,
+                subtitle_inside: !sub || (box(sub).left >= chart.left - 1 && box(sub).right <= chart.right + 1)};
+    })"""
+# What the camera button saves: Plotly's image of the chart as drawn (the PNG is this SVG rasterized)
+EXPORTED = """async i => {
+    const gd = [...document.querySelectorAll('.js-plotly-plot')][i];
+    const png = await window.Plotly.toImage(gd, {format: 'png', scale: 1});
+    const url = await window.Plotly.toImage(gd, {format: 'svg', scale: 1});
+    const svg = new DOMParser().parseFromString(decodeURIComponent(url.slice(url.indexOf(',') + 1)), 'image/svg+xml');
+    const drawn = axis => [...svg.querySelectorAll(`.${axis}tick > text`)].map(t => t.textContent.trim()).filter(Boolean);
+    return {png: png.startsWith('data:image/png'), x: drawn('x'), y: drawn('y')};
+}"""
+
+
+def token_charts(page, app_url: str, view: str, size: dict) -> list[dict]:
+    page.set_viewport_size(size)
+    page.goto(f"{app_url}/?{urllib.parse.urlencode({'view': view, 'text': TROPHY})}")
+    wait_for_heatmap(page)
+    settled(page)
+    page.wait_for_timeout(1_000)  # the page script that fits labels and wraps subtitles (250 ms after a change)
+    return page.evaluate(TOKEN_CHARTS)
+
+
+@pytest.mark.parametrize("size", [SIZES[0], PHONE], ids=["1280x800", "390x844"])
+def test_every_token_of_a_sentence_is_labelled_on_the_head_view_compare_and_the_export(app_url, page, size):
+    head, *_ = token_charts(page, app_url, "head", size)
+    assert head["keys"] == head["queries"] >= 14
+    assert len(head["x"]) == head["keys"] and len(head["y"]) == head["queries"], head
+    assert head["subtitle_inside"]
+    if size == SIZES[0]:
+        assert head["cells"] >= 380, head["cells"]
+    exported = page.evaluate(EXPORTED, 0)
+    assert exported["png"] and len(exported["x"]) == head["keys"] and len(exported["y"]) == head["queries"]
+    pair = token_charts(page, app_url, "compare", size)
+    assert len(pair) == 2
+    for chart in pair:
+        assert len(chart["x"]) == chart["keys"] and len(chart["y"]) == chart["queries"], chart
+        assert chart["subtitle_inside"], chart["title"]
+        if size == SIZES[0]:
+            assert chart["cells"] >= 250, chart["cells"]

@@ -89,3 +89,16 @@ def test_the_focus_figure_takes_its_range_from_the_query_not_the_key():
     assert ranges == {(0.0, top)}
     own = focus_heatmap(focus_matrix(P, 1, 0), "q", "k0").data[0].zmax  # without it: the key's own largest
     assert own == pytest.approx(float(P[:, :, 1, 0].max())) and own < top
+
+
+@pytest.mark.slow
+def test_after_a_new_sentence_b_the_figures_show_the_head_the_table_puts_first():
+    at = app(view="compare", mode="sentences", text=TIRED, text_b=LONGER)
+    assert not at.exception and not at.error
+    at.text_input(key="compare_text_b").set_value("The animal didn't cross the street because it was too small.").run()
+    assert not at.exception and not at.error
+    table = at.dataframe[0].value
+    top = int(table["layer"].iloc[0]), int(table["head"].iloc[0])
+    shown = specs(at)
+    for key in ("compare_pair_a", "compare_pair_b"):
+        assert f"layer {top[0]}, head {top[1]}" in shown[key]["layout"]["title"]["text"]

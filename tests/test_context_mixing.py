@@ -325,6 +325,9 @@ def test_the_views_draw_alti_and_value_zeroing_layer_by_layer():
     assert not at.exception and at.radio(key="weighting").value == "alti"
     head, weights, beside = charts(at)  # the view, then the head's weights and ALTI side by side
     assert "ALTI" in head["layout"]["title"]["text"] and "attention weights" in weights["layout"]["title"]["text"]
+    # a layer's map names the layer, never the head picked; the weights beside it are that head's
+    assert head["layout"]["title"]["text"] == beside["layout"]["title"]["text"] == "layer 3 (the whole layer) · ALTI"
+    assert weights["layout"]["title"]["text"] == "layer 3, head 1 · attention weights"
     np.testing.assert_allclose(z(head), maps[hook_name(ENCODER_SELF, 3, "alti")], rtol=1e-6, atol=1e-7)
     assert any("measures a whole layer, not a head" in c.value for c in at.caption)
 

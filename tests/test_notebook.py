@@ -45,7 +45,10 @@ def text_of(cell_outputs: list[dict]) -> str:
 
 
 def html_of(cell_outputs: list[dict]) -> str:
-    (shown,) = [o for o in cell_outputs if o.output_type == "execute_result"]
+    """The one view a cell drew: av.show draws as it is called (display data), and the cell's value,
+    the same view, is not drawn again."""
+    (shown,) = [o for o in cell_outputs if "text/html" in o.get("data", {})]
+    assert not [o for o in cell_outputs if o.output_type == "execute_result"], "drawn twice"
     return shown.data["text/html"]
 
 
@@ -215,3 +218,17 @@ def test_hostile_text_in_outputs_inserted_as_jupyterlab_does_stays_text(disk_pag
     assert disk_page.locator(".attention-viz h3").all_text_contents() == [HOSTILE] * 4, "the model name, as text"
     assert disk_page.locator(".attention-viz[data-drawn]").count() == 2, "two heads views side by side"
     assert seen == {"blocked": [], "errors": [], "dialogs": []}
+
+
+def test_the_readme_snippet_pasted_as_one_cell_shows_each_view(tmp_path):
+    """The README's notebook code as one cell: both av.show views drawn (not only the cell's last value,
+    the exported file's path), each once."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    snippet = re.search(r"## In a notebook\n\n```python\n(.*?)```", readme, re.S).group(1)
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(snippet)])
+    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    cell_outputs = notebook.cells[0].outputs
+    assert not [o for o in cell_outputs if o.output_type == "error"]
+    views = [o for o in cell_outputs if 'class="attention-viz"' in o.get("data", {}).get("text/html", "")]
+    assert len(views) == snippet.count("av.show(") == 2
+    assert "attention.html" in text_of([o for o in cell_outputs if o.output_type == "execute_result"])

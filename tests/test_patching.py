@@ -17,7 +17,7 @@ from transformers.models.gpt2 import modeling_gpt2
 from transformers.models.llama import modeling_llama
 
 from attention_viz import cli
-from attention_viz.analysis.patching import PRESETS, Patching, restored_fraction
+from attention_viz.analysis.patching import PRESETS, Patching, gap_warning, restored_fraction
 from attention_viz.backends.patching import Experiment, patch, run_from
 from attention_viz.backends.registry import load_backend
 from attention_viz.errors import ModelError
@@ -390,3 +390,35 @@ def test_the_result_reads_like_the_json():
 def test_an_empty_answer_is_refused():
     with pytest.raises(ModelError, match="give the answer and the wrong word"):
         patch(load_backend("induction"), *PRESETS["induction"].inputs[:2], " ", "x")
+
+
+TROPHY = ("The trophy didn't fit in the suitcase because it was too big.",
+          "The trophy didn't fit in the suitcase because it was too small.", "trophy", "suitcase")
+
+
+def test_a_gap_too_small_to_read_the_map_by_warns_and_the_presets_do_not():
+    """The rule written out: warn when |clean − corrupt| < 0.02 or < 5 % of the larger |metric|."""
+    def warned(clean: float, corrupt: float) -> bool:
+        data = Patching("m", "heads", "x", ("a",), ("b",), clean, corrupt, np.array([[clean]]), ("layer 0",)).to_dict()
+        assert ("warning" in data) == (gap_warning(clean, corrupt) is not None)
+        return "warning" in data
+    assert warned(0.5, 0.4996)  # a few ten-thousandths
+    assert warned(-0.0725, -0.0814)  # the issue's trophy pair on minilm: under the floor
+    assert warned(10.0, 9.8)  # 0.2 over 0.02, but 2 % of the metric's size
+    assert not warned(0.41, 0.25) and not warned(4.5, -5.0)
+    for model, preset in PRESETS.items():  # measured, not assumed
+        result = patch(load_backend(model), *preset.inputs, site="resid")
+        assert result.warning is None, (model, result.clean, result.corrupt)
+
+
+def test_cli_json_warns_on_the_trophy_pair_and_the_table_says_so_too():
+    clean, corrupt, answer, wrong = TROPHY
+    code, out, err = run_cli("--model", "minilm", "--clean", clean, "--corrupt", corrupt, "--answer", answer,
+                             "--wrong", wrong, "--site", "resid", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert abs(data["clean"] - data["corrupt"]) < 0.02
+    assert data["warning"].startswith("The clean and corrupt inputs differ by only")
+    code, out, err = run_cli("--model", "minilm", "--clean", clean, "--corrupt", corrupt, "--answer", answer,
+                             "--wrong", wrong, "--site", "resid")
+    assert code == 0 and "warning: The clean and corrupt inputs differ by only" in out

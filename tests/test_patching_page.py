@@ -3,6 +3,8 @@ centred at 0, the inputs, words, site and mode in the link, and one-line refusal
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 from apphelpers import app, charts, messages, plain
 from single_view import array, figures, link, open_view, problems
@@ -80,3 +82,32 @@ def test_long_inputs_are_left_to_the_command_line():
                    answer="a", wrong="b", site="head_positions")
     assert not figures(at) and not problems(at)
     assert any("33 tokens: this page patches head_positions on inputs of up to 24" in plain(i.value) for i in at.info)
+
+
+def test_a_tiny_gap_is_warned_above_the_map_and_the_hover_names_the_head_once():
+    clean, corrupt = ("The trophy didn't fit in the suitcase because it was too big.",
+                      "The trophy didn't fit in the suitcase because it was too small.")
+    at = open_view("patching", model="minilm", clean=clean, corrupt=corrupt, answer="trophy", wrong="suitcase")
+    assert not problems(at)
+    warnings = [plain(w.value) for w in at.warning]
+    assert any(w.startswith("The clean and corrupt inputs differ by only") for w in warnings), warnings
+    hover = heatmap(at)
+    assert "head head" not in json.dumps(hover) and hover["customdata"][0][1][1] == "head 1"
+    quiet = open_view("patching", model="minilm")  # the preset: a gap that means something
+    assert not [w for w in quiet.warning if "differ by only" in w.value]
+
+
+def test_the_preset_follows_the_model_and_typed_text_stays():
+    at = open_view("patching", model="minilm")
+    assert at.text_input(key="patching_answer").value == PRESETS["minilm"].answer
+    at.session_state["model"] = "toy-translate"
+    at.run()
+    assert not problems(at)
+    assert [at.text_input(key=k).value for k in ("patching_clean", "patching_corrupt", "patching_answer",
+                                                   "patching_wrong")] == list(PRESETS["toy-translate"].inputs)
+    typed = open_view("patching", model="minilm")
+    typed.text_input(key="patching_clean").set_value("The animal didn't cross the road because it was too tired.").run()
+    typed.session_state["model"] = "toy-translate"
+    typed.run()  # the patch itself may refuse the pair: the boxes are drawn before it
+    assert typed.text_input(key="patching_clean").value.endswith("the road because it was too tired.")  # typed: kept
+    assert typed.text_input(key="patching_answer").value == PRESETS["toy-translate"].answer

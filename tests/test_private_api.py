@@ -55,3 +55,14 @@ def test_the_benchmarks_websocket_protocol_has_the_fields_it_reads():
     assert {"script_finished", "delta", "new_session"} <= {f.name for f in ForwardMsg.DESCRIPTOR.fields}
     assert {"rerun_script"} <= {f.name for f in BackMsg.DESCRIPTOR.fields}
     assert ForwardMsg.FINISHED_SUCCESSFULLY != ForwardMsg.FINISHED_EARLY_FOR_RERUN
+
+
+def test_streamlits_front_end_still_marks_the_instructions_and_the_sidebar_button_so():
+    """The touch-screen rule hides the "Press Ctrl+Enter" line; the phone script clicks the collapse button."""
+    from attention_viz.ui.page_scripts import SCRIPTS
+
+    bundles = [p.read_text(errors="ignore") for p in (Path(streamlit.__file__).parent / "static" / "static" / "js").glob("*.js")]
+    for testid in (private_api.STREAMLIT_INSTRUCTIONS_TESTID, private_api.STREAMLIT_SIDEBAR_COLLAPSE_TESTID):
+        assert any(f"`{testid}`" in bundle for bundle in bundles), testid
+    assert f"[data-testid='{private_api.STREAMLIT_INSTRUCTIONS_TESTID}']" in STYLE and "pointer: coarse" in STYLE
+    assert f"[data-testid='{private_api.STREAMLIT_SIDEBAR_COLLAPSE_TESTID}'] button" in SCRIPTS

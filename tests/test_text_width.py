@@ -141,3 +141,33 @@ def test_figures_take_their_margins_from_what_they_show():
     raw = image.grid_values_figure(np.full((4, 6), 1 / 24))
     m = margin(raw)
     assert (raw.layout.width - m.l - m.r, raw.layout.height - m.t - m.b) == (6 * image.CELL, 4 * image.CELL)
+
+
+def test_fitted_ticks_take_the_largest_size_whose_boxes_stay_apart():
+    """Written out: n labels along ``room`` px, turned by ``angle``, sit room / n apart along the axis,
+    room / n × sin(angle) across their slant; a label's box is 1.34 font sizes high plus 1 px."""
+    from attention_viz.figures.text_width import MIN_TICK_SIZE, fitted_ticks
+
+    for n, room, angle in ((14, 500, 60), (30, 500, 90), (64, 900, 90), (64, 549, 90), (500, 549, 90), (3, 300, 60)):
+        shown, every, size = fitted_ticks(n, room, angle)
+        across = room / n * every * np.sin(np.radians(angle))
+        assert across >= 1.34 * size + 1  # apart
+        assert shown == len(range(0, n, every))
+        if every == 1:
+            assert size == 12 or room / n * np.sin(np.radians(angle)) < 1.34 * (size + 1) + 1  # no larger fits
+        else:
+            assert size == MIN_TICK_SIZE and room / n * (every - 1) * np.sin(np.radians(angle)) < 1.34 * size + 1
+
+
+def test_a_sentence_heatmap_labels_every_token_on_both_axes():
+    """14 tokens (the trophy sentence): every key and query labelled at 12 px; 30: every key, upright;
+    64 queries: every one, the figure a row pitch (12 px × 1.34 + 1) per row at least."""
+    for n in (14, 30, 64):
+        labels = [f"tok{i}" for i in range(n)]
+        figure = attention_heatmap(np.full((n, n), 1 / n), labels, title="t")
+        assert list(figure.layout.yaxis.ticktext) == labels and figure.layout.yaxis.tickfont.size == 12
+        plot_height = figure.layout.height - figure.layout.margin.t - figure.layout.margin.b
+        assert plot_height >= n * (1.34 * 12 + 1)
+        if n <= 30:
+            assert list(figure.layout.xaxis.ticktext) == labels
+        assert figure.layout.xaxis.tickangle == (-60 if n == 14 else -90)

@@ -338,13 +338,14 @@ def test_from_words_round_trip() -> None:
     words = ["<s>", "le", "chat", "le", "</s>"]
     tokens = from_words(words, [1, 5, 6, 5, 2], [True, False, False, False, True], unk_id=6)
     assert tokens.text == "le chat le"
-    assert tokens.labels == tuple(words)
+    assert tokens.labels == ("<s>", "le", "chat ⟨unk⟩", "le", "</s>")  # id 6 is <unk>: the label says so
+    assert tokens.unknown_words() == ["chat"] and tokens.words()[2] == "chat ⟨unk⟩"
     assert [tokens.text[s:e] for s, e in filter(None, tokens.offsets)] == ["le", "chat", "le"]
     assert tokens.offsets[0] is None and tokens.offsets[-1] is None
     assert tokens.word_ids == (None, 0, 1, 2, None)
     assert tokens.unknown == (False, False, True, False, False)
     assert Tokens.from_dict(json.loads(json.dumps(tokens.to_dict()))) == tokens
-    assert tokens.words() == words
+    assert tokens.words() == ["<s>", "le", "chat ⟨unk⟩", "le", "</s>"]
     with pytest.raises(ValueError):
         from_words(["two words"], [3], [False])
 

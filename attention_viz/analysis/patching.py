@@ -52,6 +52,25 @@ def nothing_to_restore(clean: float, corrupt: float) -> bool:
     return abs(clean - corrupt) <= 1e-6 * max(1.0, abs(clean), abs(corrupt))
 
 
+# When the two inputs' metrics are this close, the restored fraction divides small differences by a
+# small gap: any site that nudges the metric reads as "restores it all" or more. A gap under the floor
+# (in the metric's own units: a cosine, a logit or a log-probability difference) or under the share of
+# the larger |metric| trips the warning. The shipped presets' gaps are well above both (test_patching.py).
+SMALL_GAP = 0.02
+SMALL_SHARE = 0.05
+
+
+def gap_warning(clean: float, corrupt: float) -> str | None:
+    """One sentence when |clean − corrupt| is too small for the restored fractions to mean anything
+    (under SMALL_GAP, or under SMALL_SHARE of the larger |metric|); None otherwise."""
+    gap, scale = abs(clean - corrupt), max(abs(clean), abs(corrupt))
+    if gap >= SMALL_GAP and gap >= SMALL_SHARE * scale:
+        return None
+    return (f"The clean and corrupt inputs differ by only {gap:.4g} in the metric (under {SMALL_GAP} or "
+            f"{SMALL_SHARE:.0%} of its size, {scale:.4g}): every restored fraction divides by that gap, so "
+            "tiny changes read as large ones and this map means little. Choose a pair the model tells apart.")
+
+
 def check_restorable(clean: float, corrupt: float) -> None:
     """A ModelError instead of a division by zero when the two inputs measure the same."""
     if nothing_to_restore(clean, corrupt):
@@ -90,6 +109,11 @@ class Patching:
     corrupt_target_tokens: tuple[str, ...] | None = None
 
     @property
+    def warning(self) -> str | None:
+        """A sentence when the two metrics are too close for the map to mean anything (gap_warning)."""
+        return gap_warning(self.clean, self.corrupt)
+
+    @property
     def restored(self) -> np.ndarray:
         """Every site's restored fraction, shaped like ``patched``."""
         return restored_fraction(self.patched, self.clean, self.corrupt)
@@ -104,7 +128,8 @@ class Patching:
     def to_dict(self, arrays: bool = False) -> dict[str, Any]:
         """The CLI's JSON: ``tokens``, ``corrupt_tokens``, ``metric``, ``clean``, ``corrupt`` and the
         site's restored fractions (one list per row; NaN → null). An encoder–decoder adds ``rows``
-        and the decoder inputs (``target_tokens``, ``corrupt_target_tokens``)."""
+        and the decoder inputs (``target_tokens``, ``corrupt_target_tokens``); a gap too small to
+        read the map by adds ``warning`` (a sentence)."""
         restored = self.restored
         out: dict[str, Any] = {
             "tokens": list(self.tokens),
@@ -118,6 +143,8 @@ class Patching:
             out["rows"] = list(self.rows)
             out["target_tokens"] = list(self.target_tokens)
             out["corrupt_target_tokens"] = list(self.corrupt_target_tokens or ())
+        if self.warning is not None:
+            out["warning"] = self.warning
         return out
 
 

@@ -75,6 +75,7 @@ def summary(result: Patching, method: str = "activation") -> str:
     order = np.argsort(-np.nan_to_num(result.restored, nan=-np.inf), axis=None)[:3]
     cells = [np.unravel_index(i, result.restored.shape) for i in order]
     lines.append("top: " + ", ".join(f"{cell_name(result, c)} ({result.restored[c]:.2f})" for c in cells))
+    lines += [f"warning: {result.warning}"] if result.warning else []
     return "\n".join(lines)
 
 

@@ -47,13 +47,16 @@ def tick_labels(labels: Sequence[str], max_ticks: int = MAX_TICKS) -> tuple[list
     return [shorten(labels[i]) for i in ticked(len(labels), max_ticks)], tick_size(len(labels))
 
 
-def token_axis(labels: Sequence[str], max_ticks: int = MAX_TICKS, start: int = 0) -> dict:
+def token_axis(labels: Sequence[str], max_ticks: int = MAX_TICKS, start: int = 0,
+               fitted: tuple[int, float] | None = None) -> dict:
     """Plotly axis settings: categorical over positions, ticks = the plain token text.
 
-    Beyond ``max_ticks`` tokens only every k-th position is labelled (hover still names each).
+    Beyond ``max_ticks`` tokens only every k-th position is labelled (hover still names each);
+    ``fitted`` (every k-th, font size) replaces that rule with one sized for the axis's length
+    (text_width.fitted_ticks).
     """
     values = categories(labels, start)
-    shown = ticked(len(values), max_ticks)
+    shown = ticked(len(values), max_ticks) if fitted is None else range(0, len(values), fitted[0])
     return dict(
         type="category",
         categoryorder="array",
@@ -61,6 +64,6 @@ def token_axis(labels: Sequence[str], max_ticks: int = MAX_TICKS, start: int = 0
         tickmode="array",
         tickvals=[values[i] for i in shown],
         ticktext=[plotly_text(shorten(labels[i])) for i in shown],
-        tickfont=dict(size=tick_size(len(values))),
+        tickfont=dict(size=tick_size(len(values)) if fitted is None else fitted[1]),
         showgrid=False,
     )

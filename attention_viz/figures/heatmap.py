@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
-from .axes import categories, hover_text, plotly_text, tick_labels, token_axis
+from .axes import MAX_TICKS, categories, hover_text, plotly_text, shorten, tick_labels, token_axis
 from .style import TEMPLATE, sequential
 from .style import diverging as diverging_scale  # the name ``diverging`` is the builder's switch
-from .text_width import heatmap_margins
+from .text_width import (TICK_SIZE, colour_bar_margin, figure_width, fitted_ticks, heatmap_margins, left_margin,
+                         row_pitch)
 
 X_ANGLE = -60  # the key labels along the top, turned so that long ones never overlap
+UPRIGHT = -90  # turned all the way when -60° leaves too little room between them
 HOVER = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"  # axis values carry positions
 
 
@@ -62,6 +65,7 @@ def attention_heatmap(
     top = top if top > 0 else 1.0
     n = max(len(query_labels), len(key_labels))
     size = int(min(900, max(420, 22 * n + 160)))
+    x_fit, x_angle, y_fit = token_ticks(query_labels, key_labels, colorbar_title)
     trace = go.Heatmap(
         z=z,
         x=categories(key_labels, starts[1]),
@@ -77,11 +81,39 @@ def attention_heatmap(
     layout = dict(  # given to the constructor: update_layout would validate it all over again
         # the title sits at the very top of the container, above the top-side key axis and its title
         title=dict(text=plotly_text(title), yref="container", y=0.99, yanchor="top", x=0.01, xanchor="left"),
-        xaxis=dict(token_axis(key_labels, start=starts[1]), title="key (attended to)", side="top", tickangle=X_ANGLE),
-        yaxis=dict(token_axis(query_labels, start=starts[0]), title=row_title, autorange="reversed"),
-        height=size,
-        margin=heatmap_margins(tick_labels(query_labels), tick_labels(key_labels), X_ANGLE, 35 if title else 0,
-                               colorbar_title),
+        xaxis=dict(token_axis(key_labels, start=starts[1], fitted=x_fit), title="key (attended to)", side="top",
+                   tickangle=x_angle),
+        yaxis=dict(token_axis(query_labels, start=starts[0], fitted=y_fit), title=row_title, autorange="reversed"),
+        margin=heatmap_margins(shown_ticks(query_labels, y_fit), shown_ticks(key_labels, x_fit), x_angle,
+                               35 if title else 0, colorbar_title),
         template=TEMPLATE,
     )
+    if y_fit is not None:  # a row a line of labels high at least: every query labelled at full size
+        layout["height"] = max(size, math.ceil(layout["margin"]["t"] + layout["margin"]["b"]
+                                               + len(query_labels) * row_pitch()))
+    else:
+        layout["height"] = size
     return go.Figure(trace, layout=layout)
+
+
+def token_ticks(query_labels: Sequence[str], key_labels: Sequence[str],
+                colorbar_title: str) -> tuple[tuple[int, float], int, tuple[int, float] | None]:
+    """How the two token axes are labelled: the keys (every k-th, font size) and their angle, sized for
+    the plot's width on a full-width figure (ui/narrow_charts.js fits them again to the width drawn);
+    the queries every one at full size up to MAX_TICKS (the figure grows a line a row), else None
+    (every k-th of them, as token_axis thins)."""
+    y_fit = (1, TICK_SIZE) if len(query_labels) <= MAX_TICKS else None
+    y_labels, y_size = shown_ticks(query_labels, y_fit)
+    room = figure_width(1) - left_margin(y_labels, y_size) - colour_bar_margin(colorbar_title)
+    shown, every, size = fitted_ticks(len(key_labels), room, X_ANGLE)
+    if size == TICK_SIZE:
+        return (every, size), X_ANGLE, y_fit
+    shown, every, size = fitted_ticks(len(key_labels), room, UPRIGHT)
+    return (every, size), UPRIGHT, y_fit
+
+
+def shown_ticks(labels: Sequence[str], fit: tuple[int, float] | None) -> tuple[list[str], float]:
+    """The labelled ticks' text and their size, as the margins must hold them."""
+    if fit is None:
+        return tick_labels(labels)
+    return [shorten(label) for label in labels[:: fit[0]]], fit[1]

@@ -68,6 +68,27 @@ class Session:
 SESSION = Session()  # one per kernel: a kernel's outputs go to one notebook
 
 
+def in_kernel() -> bool:
+    """Whether this runs in a notebook's kernel (IPython with a kernel), not a script or a terminal."""
+    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def draw_once_per_cell(shown) -> None:
+    """Draw ``shown`` (an object with ``_repr_mimebundle_``) as an output of the running cell, unless it
+    was drawn in this cell already. :func:`attention_viz.show` draws what it returns as it is called, so
+    each of several calls in one cell shows; the cell's last value, the same object, is then not drawn
+    twice (IPython calls ``_ipython_display_`` for it too). Shown again in a later cell, it draws again."""
+    from IPython import get_ipython
+    from IPython.display import display
+
+    cell = getattr(get_ipython(), "execution_count", None)
+    if getattr(shown, "_drawn_in_cell", None) == cell:
+        return
+    shown._drawn_in_cell = cell
+    display(shown._repr_mimebundle_(), raw=True)
+
+
 def new_prefix() -> str:
     return f"av-{secrets.token_hex(6)}-"
 

@@ -48,14 +48,15 @@ def _position_labels(result: Patching, n: int) -> list[str]:
 def patching_heatmap(result: Patching, height: int | None = None) -> go.Figure:
     """Restored fraction per site; the colour range is symmetric around 0 and covers at least ±1."""
     z, rows, columns, column_kind = grid(result)
+    named = columns if column_kind == "head" else [f"position {c}" for c in columns]  # hover: "head 1", "position 3: it"
     finite = np.abs(z[np.isfinite(z)])
     limit = max(1.0, float(finite.max()) if finite.size else 1.0)
     figure = go.Figure(go.Heatmap(
         z=z, x=list(range(len(columns))), y=list(range(len(rows))),
-        customdata=[[[plotly_text(r), plotly_text(c)] for c in columns] for r in rows],
+        customdata=[[[plotly_text(r), plotly_text(c)] for c in named] for r in rows],
         colorscale=DIVERGING, zmid=0.0, zmin=-limit, zmax=limit,
         colorbar=dict(title=dict(text="restored", side="right"), thickness=12),
-        hovertemplate=f"%{{customdata[0]}}<br>{column_kind} %{{customdata[1]}}<br>restored %{{z:.3f}}<extra></extra>",
+        hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>restored %{z:.3f}<extra></extra>",
         hoverongaps=False,
     ))
     mode = "noising (clean run, one corrupt value)" if result.noising else "denoising (corrupt run, one clean value)"

@@ -191,6 +191,29 @@ def labels_that_fit(room: float, size: float, angle: float = 90) -> int:
     return max(1, math.floor(room / pitch))
 
 
+# The smallest tick label still read without a magnifier: below it, an axis labels every k-th token.
+MIN_TICK_SIZE = 7
+TICK_SIZE = 12
+
+
+def row_pitch(size: float = TICK_SIZE) -> float:
+    """The height one level tick label takes with a line of space to its neighbour."""
+    return LINE_BOX * size + 1
+
+
+def fitted_ticks(n: int, room: float, angle: float) -> tuple[int, int, float]:
+    """How an axis of ``n`` token labels along ``room`` px reads best: (labels shown, every k-th, at
+    ``size`` px), labels turned by ``angle`` (90: level on a y axis; an x axis's turned ones). The
+    largest size up to TICK_SIZE at which every label fits with its box apart; below MIN_TICK_SIZE,
+    every k-th label at that size."""
+    pitch = room / max(n, 1) * math.sin(math.radians(abs(angle)))
+    size = min(TICK_SIZE, math.floor((pitch - 1) / LINE_BOX))
+    if size >= MIN_TICK_SIZE:
+        return n, 1, size
+    every = math.ceil(n / labels_that_fit(room, MIN_TICK_SIZE, angle))
+    return -(-n // every), every, MIN_TICK_SIZE
+
+
 def legend_below(names: Sequence[str]) -> tuple[dict, int]:
     """A legend under the plot, pinned to the figure's bottom edge (its place does not depend on the
     plot's height), and the height it takes. One row when its entries fit across NARROW_PLOT, else

@@ -63,6 +63,9 @@ __all__ = [
 ]
 
 
+UNKNOWN_MARK = " ⟨unk⟩"  # after the label of a word a closed vocabulary maps to <unk>
+
+
 @dataclass(frozen=True)
 class Tokens:
     """One tokenized text. All per-token tuples have the same length (one entry per position)."""
@@ -114,8 +117,13 @@ class Tokens:
             else:
                 start = min(s for s, _ in spans)
                 end = max(e for _, e in spans)
-                out.append(_visible(self.text[start:end]))
+                marked = any(self.unknown[i] for i in group) and UNKNOWN_MARK in "".join(self.labels[i] for i in group)
+                out.append(_visible(self.text[start:end]) + (UNKNOWN_MARK if marked else ""))
         return out
+
+    def unknown_words(self) -> list[str]:
+        """Each word a closed vocabulary read as <unk> and marked so (a subword [UNK] keeps its plain label)."""
+        return [t.removesuffix(UNKNOWN_MARK) for t, u in zip(self.labels, self.unknown) if u and t.endswith(UNKNOWN_MARK)]
 
     # -- serialization --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -394,6 +402,8 @@ def from_words(
         parts.append(word)
         pos += len(word)
     special_t = tuple(bool(s) for s in special)
+    # a word the vocabulary lacks is read as <unk>: its label says so (axes, hovers), not only its id
+    unknown = tuple(unk_id is not None and int(i) == unk_id and not sp for i, sp in zip(ids, special_t))
     word_ids: list[int | None] = []
     n_words = 0
     for sp in special_t:
@@ -402,10 +412,10 @@ def from_words(
     return Tokens(
         text=" ".join(parts),
         ids=tuple(int(i) for i in ids),
-        labels=tuple(_visible(w) for w in words),
+        labels=tuple(_visible(w) + (UNKNOWN_MARK if u else "") for w, u in zip(words, unknown)),
         offsets=tuple(offsets),
         special=special_t,
-        unknown=tuple(unk_id is not None and int(i) == unk_id for i in ids),
+        unknown=unknown,
         word_ids=tuple(word_ids),
     )
 

@@ -47,6 +47,14 @@ def layer_head_choice(n_layers: int, n_heads: int, key: str, reductions: bool = 
     return chosen_layer, chosen_head
 
 
+def where_title(layer: int, head: int | str, layer_level: bool = False) -> str:
+    """"layer 3, head 1" ("layer 3, mean of heads"); a layer-level measure (ALTI, value zeroing) is one
+    map of the whole layer, whatever the head picked, so its title names the layer alone."""
+    if layer_level:
+        return f"layer {layer} (the whole layer)"
+    return f"layer {layer}, {HEAD_NAMES.get(head, f'head {head}')}"
+
+
 def token_picker(label: str, labels: Sequence[str], key: str, default: int = 0) -> int:
     """A token position (``3: cross``); a position beyond a new, shorter sentence falls back."""
     return choice(label, range(len(labels)), key, min(default, len(labels) - 1),

@@ -9,7 +9,10 @@ import streamlit as st
 
 from ..backends.registry import HF_PREFIX, MODELS, planned_placement, unknown_model_message
 from ..errors import ModelError
+from ..core.result import AttentionResult
 from ..inputs.examples import ENGLISH as EXAMPLES
+from ..figures.axes import shorten
+from ..inputs.tokens import UNKNOWN_MARK
 from ..inputs.text_file import MAX_FILE_BYTES, read_text_file
 from . import cache, plain
 from ..inputs.link_text import PARAM as PACKED_TEXT
@@ -43,6 +46,7 @@ IMPLEMENTATIONS = {  # result.meta["implementation"] → the caption under the m
 
 SWITCHED = "_switched_to_example"  # (example, why): the text to show on the next run, set before its box is drawn
 SWITCH_NOTE = "_switch_note"  # (example, why): said on the page while the box still holds that example
+SET_ASIDE = "_set_aside"  # (model, example, the user's sentence): given back when another model is picked
 
 
 @dataclass(frozen=True)
@@ -79,10 +83,23 @@ def switch_to_example(model: str, why: str, uploaded: bool) -> bool:
     example = next(iter(model_examples(model).values()))
     if uploaded or st.session_state.get("text") == example:
         return False
+    st.session_state[SET_ASIDE] = (model, example, st.session_state.get("text"))
     st.session_state[SWITCHED] = (example, f"{why}. The sentence box now holds its example; type your own in "
                                            "that form, or pick another of its Examples.")
     st.rerun()
     return True
+
+
+def give_back_the_sentence(model: str) -> None:
+    """Another model picked after one that could not read the user's sentence: the box gets that
+    sentence back, if it still holds the example put there instead (text typed since is the user's)."""
+    set_aside = st.session_state.get(SET_ASIDE)
+    if set_aside is None or set_aside[0] == model:
+        return
+    del st.session_state[SET_ASIDE]
+    if st.session_state.get("text") == set_aside[1]:
+        st.session_state["text"] = set_aside[2]
+        st.session_state["example"] = "—"
 
 
 def model_picker() -> str:
@@ -175,9 +192,11 @@ def request_panel() -> Request:
             st.session_state["text"] = switched[0]
             st.session_state["example"] = "—"
             st.session_state[SWITCH_NOTE] = switched
+        else:
+            give_back_the_sentence(model)
         st.selectbox("Examples", ["—"] + list(model_examples(model)), key="example", on_change=_apply_example)
         sentence = text("Sentence", "text", DEFAULT_TEXT, max_chars=MAX_TEXT, area=True, height=110,
-                        help="Ctrl+Enter (⌘+Enter) or a click outside the box runs it.")
+                        help="A tap or click outside the box runs it (on a keyboard, also Ctrl+Enter or ⌘+Enter).")
         uploaded = long_text_upload()
         window_slot = st.container()
         target = None
@@ -188,6 +207,16 @@ def request_panel() -> Request:
     note = st.session_state.get(SWITCH_NOTE)
     said = note[1] if note is not None and note[0] == sentence and not uploaded else None
     return Request(model, uploaded or sentence, target, window_slot, said)
+
+
+def say_unknown(result: AttentionResult) -> None:
+    """One line naming the words a closed vocabulary read as <unk> (the axes and hovers mark them too):
+    a map of an unknown word looks like any other."""
+    words = result.tokens.unknown_words()
+    if words:
+        read = sum(not s for s in result.tokens.special)
+        plain.info(f"{result.model} does not know {len(words)} of these {read} words and reads each as <unk> "
+                   f"(marked{UNKNOWN_MARK} on the axes and in hovers): {', '.join(dict.fromkeys(map(shorten, words)))}.")
 
 
 def link_too_long(sentence: str, uploaded: bool) -> None:

@@ -52,6 +52,5 @@ def landing() -> None:
         "(on a phone, the **»** at the top left opens it); *Learn* there walks through how attention works, "
         "*Explore* inspects a model.  \n"
         "**How to read a heatmap:** a row is the token *looking* (the query), a column the token "
-        "*looked at* (the key); with attention weights, each row sums to 1. This view opens on the head "
-        "where “it” attends most to “animal”."
+        "*looked at* (the key); with attention weights, each row sums to 1."
     )

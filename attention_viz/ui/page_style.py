@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .private_api import STREAMLIT_CAPTION_TESTID, STREAMLIT_ELEMENT_CLASS, STREAMLIT_MAIN_TESTID
+from .private_api import (STREAMLIT_CAPTION_TESTID, STREAMLIT_ELEMENT_CLASS, STREAMLIT_INSTRUCTIONS_TESTID,
+                          STREAMLIT_MAIN_TESTID)
 
 # Captions in the text's own colour at 80 % opacity: Streamlit's faded grey reads at under 4.5:1 on
 # white (WCAG AA for small text); this reads above it on the light and on the dark theme alike.
 CAPTIONS = f"[data-testid='{STREAMLIT_CAPTION_TESTID}'] {{ color: inherit !important; opacity: 0.8; }}"
 # Streamlit leaves 6rem above the page's title; 2rem keeps the first heatmap on the first screen.
 MAIN_TOP = f"[data-testid='{STREAMLIT_MAIN_TESTID}'] {{ padding-top: 2rem; }}"
+# A touch screen has no Ctrl+Enter: the box applies when the keyboard closes (a tap outside it).
+NO_KEYS_ON_TOUCH = (f"@media (pointer: coarse) {{ [data-testid='{STREAMLIT_INSTRUCTIONS_TESTID}'] "
+                    "{ display: none !important; } }")
 STYLE = (f"<style>.{STREAMLIT_ELEMENT_CLASS}, details, summary {{ transition-duration: 0s !important; }} "
-         f"{CAPTIONS} {MAIN_TOP}</style>")
+         f"{CAPTIONS} {MAIN_TOP} {NO_KEYS_ON_TOUCH}</style>")
 
 
 def dim_stale_elements_in_one_step() -> None:

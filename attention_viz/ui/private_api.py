@@ -14,6 +14,9 @@ STREAMLIT_ELEMENT_CLASS = "stElementContainer"
 STREAMLIT_CAPTION_TESTID = "stCaptionContainer"
 # The main column's box (its top padding is what st.set_page_config cannot set): a test id, not an API.
 STREAMLIT_MAIN_TESTID = "stMainBlockContainer"
+# The "Press Ctrl+Enter to apply" line under a text box, and the sidebar's collapse button: test ids.
+STREAMLIT_INSTRUCTIONS_TESTID = "InputInstructions"
+STREAMLIT_SIDEBAR_COLLAPSE_TESTID = "stSidebarCollapseButton"
 
 
 def figure_without_validation(spec: dict) -> go.Figure:

@@ -118,9 +118,15 @@ def link(model: str) -> str:
     return urllib.parse.urlunsplit((page.scheme, page.netloc, page.path, query, "")) if page.netloc else f"?{query}"
 
 
-def share(model: str) -> None:
+def share(model: str, uploaded: str | None = None) -> None:
     """A compact "Copy link" button that opens the link in a code block, whose copy button puts it on
-    the clipboard. Drawn after the view, so the link holds every choice the view drew."""
-    with st.popover("Copy link", icon=":material/link:", help="A link that reopens exactly this view"):
-        st.caption("The copy icon on the right puts it on the clipboard; it reopens exactly this view:")
+    the clipboard. Drawn after the view, so the link holds every choice the view drew. While a file
+    (``uploaded``: its name) replaces the box's sentence, the link cannot carry it, and says so."""
+    if uploaded is None:
+        what = "it reopens exactly this view"
+    else:
+        what = (f"it reopens this view's choices on the sentence box's text, not on {uploaded} (a link cannot "
+                "carry a file; upload it again there)")
+    with st.popover("Copy link", icon=":material/link:", help="A link that reopens this view"):
+        st.caption(f"The copy icon on the right puts it on the clipboard; {what}:")
         st.code(link(model), language=None, wrap_lines=True)

@@ -39,6 +39,20 @@ def forget(key: str) -> None:
     st.session_state.get(KEPT, {}).pop(key, None)
 
 
+def follow_the_model(model: str, keys: Sequence[str], defaults: Callable[[str], Sequence[str | None]]) -> None:
+    """After a model switch, each box of ``keys`` that still holds the last model's default (``defaults(model)``,
+    one per key) starts from the new model's: what belonged to one model must not be run on another;
+    what the user typed stays."""
+    marker = f"_{keys[0]}_model"
+    last = st.session_state.get(marker)
+    st.session_state[marker] = model
+    if last is None or last == model:
+        return
+    for key, old in zip(keys, defaults(last)):
+        if old is not None and st.session_state.get(key, _kept(key, None)) == old:
+            forget(key)
+
+
 def _clamped_int(raw: object, lo: int, hi: int) -> int | None:
     try:
         return min(max(int(str(raw)), lo), hi)
@@ -134,7 +148,8 @@ def several(label: str, options: Sequence[int], key: str, default: Sequence[int]
     if not kept and raw is None:  # e.g. a smaller d_model left none of the old choices
         kept = [v for v in default if v in options]
     st.session_state[key] = list(dict.fromkeys(kept))
-    chosen = st.multiselect(label, list(options), key=key, **kwargs)
+    # Enter takes the first number starting with what was typed ("1" is 1, not 1, 10, 11 …)
+    chosen = st.multiselect(label, list(options), key=key, filter_mode="prefix", select_all=False, **kwargs)
     remember(key, ",".join(map(str, chosen)))
     _keep(key, list(chosen))
     return chosen

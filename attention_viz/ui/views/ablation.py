@@ -45,7 +45,10 @@ def heads_picker(options: list[str], key: str) -> list[str]:
     wanted = toggled(wanted, st.session_state.pop(f"_{key}_toggle", None))
     st.session_state[key] = [item for item in dict.fromkeys(s.strip() for s in wanted) if item in options]
     return st.multiselect(
-        "Heads to remove", options, key=key, placeholder="layer.head, e.g. 3.1",
+        # Enter takes the first option starting with what was typed: "3.1" is 3.1 alone, never 3.10 and 3.11
+        # too (Streamlit's "Select all matches" row would come first and take them all)
+        "Heads to remove", options, key=key, placeholder="layer.head, e.g. 3.1", filter_mode="prefix",
+        select_all=False,
         help="layer.head, 0-indexed; cross:L.H and decoder:L.H name the other attentions of an encoder–decoder",
     )
 

@@ -21,7 +21,7 @@ from ...figures.heatmap import attention_heatmap
 from ...core.provenance import ATLAS, Provenance
 from ...core.result import AttentionResult
 from .. import cache, plain
-from ..widgets import choice, integer, text
+from ..widgets import choice, follow_the_model, integer, text
 from ..export import chart, drawn_from
 from ..tables import clicked_tile
 
@@ -100,6 +100,7 @@ def choose_clicked(clicked: tuple[int, int] | None, source: str) -> None:
 def render(result: AttentionResult) -> None:
     model = result.model
     # A link names an atlas (?atlas=minilm-probes), never a folder: it lives in the server's atlas root.
+    follow_the_model(model, ("atlas_atlas",), lambda last: (atlas_name(last, "probes"),))
     name = text("Atlas", key="atlas_atlas", default=atlas_name(model, "probes"), max_chars=100,
                 help="the name of an atlas on this server (letters, digits, - _ .)")
     names = atlas_names()

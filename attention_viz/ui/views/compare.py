@@ -1,5 +1,5 @@
-"""Compare: two heads side by side; two sentences with the heads where a followed token's attention
-moved most between them (coreference for any pair), one head of both side by side and their
+"""Compare: two heads one above the other; two sentences with the heads where a followed token's attention
+moved most between them (coreference for any pair), one head of both and their
 difference; the coreference preset, which fills the two sentences ("it" → "animal" with "tired",
 → "street" with "wide")."""
 
@@ -17,10 +17,10 @@ from ...core.names import Group
 from ...core.result import AttentionResult
 from ...analysis.selection import Choice, Displayed, displayed, group_tokens, merged_labels, misalignment
 from .. import cache, plain
-from ..controls import HEAD_NAMES, attention_picker, for_group, layer_head_picker, pair_scale, weigh, weighting_picker
+from ..controls import attention_picker, for_group, layer_head_picker, pair_scale, weigh, weighting_picker, where_title
 from ..tables import follow, head_table
 from ..inputs import EXAMPLES, MAX_TEXT
-from ..widgets import choice, text
+from ..widgets import choice, forget, text
 from ..export import chart, drawn_from
 from ..theme import dark
 from . import long_compare, long_head
@@ -67,8 +67,8 @@ def two_heads(weighed: Weighted) -> None:
             layer, head = layer_head_picker(result, group, key=f"compare_{side}", layer=start)
             shown.append((side, layer, head, displayed(result, Choice(group, layer, head, kind=weighed.kind))))
     top = pair_scale("compare_separate", *(s.matrix for *_, s in shown))
-    for column, (side, layer, head, one) in zip(columns, shown):
-        chart(column, heatmap(one, weighed, f"layer {layer}, head {head}", top), key=f"compare_chart_{side}")
+    for side, layer, head, one in shown:  # one above the other, each the page's width: every token labelled
+        chart(st, heatmap(one, weighed, where_title(layer, head, weighed.layer_level), top), key=f"compare_chart_{side}")
 
 
 def two_sentences(weighed: Weighted, text_b: str, key: str) -> None:
@@ -87,25 +87,25 @@ def two_sentences(weighed: Weighted, text_b: str, key: str) -> None:
     weighed = for_group(weighed, group)
     moved = moved_heads(weighed, other, group, key)
     followed, (top_layer, top_head) = moved if moved is not None else (None, (0, 0))
+    follow_the_table(key, (text_b, followed, top_layer, top_head))
     layer, head = layer_head_picker(result, group, key=key, layer=top_layer, head=top_head)
     picked = Choice(group, layer, head, kind=weighed.kind)
     a, b = displayed(result, picked), displayed(other, picked)
     top = pair_scale("compare_separate", a.matrix, b.matrix)  # one range for the rows and the patterns
-    where = f"layer {layer}, {HEAD_NAMES.get(head, f'head {head}')}"
+    where = where_title(layer, head, weighed.layer_level)
     if followed is not None:  # the followed token's row in each sentence: what the table measured
         qa, qb = followed
         row_a = heatmap(Displayed(a.matrix[qa][None, :], [a.query_labels[qa]], a.key_labels), weighed,
                         f"A: “{a.query_labels[qa]}”, {where}", top, starts=(qa, 0))
         row_b = heatmap(Displayed(b.matrix[qb][None, :], [b.query_labels[qb]], b.key_labels), weighed,
                         f"B: “{b.query_labels[qb]}”, {where}", top, starts=(qb, 0))
-        left, right = st.columns(2)
-        chart(left, row_a, key=f"{key}_row_a")
+        chart(st, row_a, key=f"{key}_row_a")
         with drawn_from(other.provenance):
-            chart(right, row_b, key=f"{key}_row_b")
-    left, right = st.columns(2)
-    chart(left, heatmap(a, weighed, f"sentence A, {where}", top), key=f"{key}_a")
+            chart(st, row_b, key=f"{key}_row_b")
+    # one above the other, each the page's width: every token labelled
+    chart(st, heatmap(a, weighed, f"sentence A, {where}", top), key=f"{key}_a")
     with drawn_from(other.provenance):
-        chart(right, heatmap(b, weighed, f"sentence B, {where}", top), key=f"{key}_b")
+        chart(st, heatmap(b, weighed, f"sentence B, {where}", top), key=f"{key}_b")
     reason = misalignment(a.query_labels, b.query_labels) or misalignment(a.key_labels, b.key_labels)
     if reason is not None:
         st.info(reason)
@@ -116,6 +116,16 @@ def two_sentences(weighed: Weighted, text_b: str, key: str) -> None:
                           title=f"A − B (red: A attends more){weighed.suffix}", colorbar_title="A − B"),
         key=f"{key}_diff",
     )
+
+
+def follow_the_table(key: str, ranking: tuple) -> None:
+    """A new sentence B (or token followed) ranks the heads anew: the pickers go back to its top head, so
+    the figures show the head the table puts first (a link's own layer and head hold on its first run)."""
+    last = st.session_state.get(f"_{key}_ranking")
+    st.session_state[f"_{key}_ranking"] = ranking
+    if last is not None and last != ranking:
+        forget(f"{key}_layer")
+        forget(f"{key}_head")
 
 
 def moved_heads(weighed: Weighted, other: AttentionResult, group: Group,

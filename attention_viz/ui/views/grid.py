@@ -12,7 +12,7 @@ from ...core.result import AttentionResult
 from ...analysis.selection import group_tokens
 from ...analysis.selection import head_table as table_of  # the rows; ..tables draws them
 from .. import cache
-from ..controls import attention_picker, layer_head_picker, weigh, weighting_picker
+from ..controls import attention_picker, layer_head_picker, weigh, weighting_picker, where_title
 from ..tables import clicked_tile, follow, head_table
 from ..export import chart, figure_downloads
 from ..theme import dark
@@ -49,7 +49,7 @@ def render(result: AttentionResult) -> None:
 
     st.subheader("Enlarge one head")
     layer, head = layer_head_picker(result, group, key="grid", reductions=False)
-    pattern, title = stack[layer, head], f"layer {layer}, head {head}{weighed.suffix}"
+    pattern, title = stack[layer, head], where_title(layer, head, weighed.layer_level) + weighed.suffix
     if needs_levels(pattern.shape):  # as the head view: uint8 levels rather than float32
         whole = captured_heatmap(pattern, range(pattern.shape[0]), range(pattern.shape[1]))
         long_heatmap_chart(whole, list(query_tokens.labels), title, "grid_enlarged",

@@ -7,6 +7,7 @@ from functools import partial
 import plotly.graph_objects as go
 import streamlit as st
 
+from ...analysis.coreference import positions
 from ...analysis.head_levels import LEVELS_ABOVE, captured_heatmap, needs_levels
 from ...analysis.long_input import LongHeatmap
 from ...analysis.weighting import QUANTITIES, WEIGHTING_NAMES, Weighted
@@ -17,7 +18,7 @@ from ...core.result import AttentionResult
 from ...analysis.selection import COLOUR_SCALES, LOG_FLOOR, Choice, Displayed, displayed, log_range, rescaled, window
 from .. import cache
 from . import long_head
-from ..controls import attention_picker, layer_head_picker, weigh, weighting_picker
+from ..controls import attention_picker, layer_head_picker, weigh, weighting_picker, where_title
 from ..export import chart, figure_downloads
 from ..theme import dark
 from ..level_canvas import level_canvas
@@ -31,24 +32,29 @@ def render(result: AttentionResult) -> None:
     if long_head.applies(result):  # past the capture limit: the whole text, patterns rebuilt blockwise
         long_head.render(result)
         return
-    # A sentence's heatmap beside its choices, so it is on the first screen (on a phone the columns
-    # stack, the heatmap first); a longer text's heatmap needs the page's width, under them.
-    beside = max(len(result.tokens), len(result.target_tokens or ())) <= WINDOW
-    plot, controls = st.columns([3, 2], gap="medium") if beside else (st.container(), st.container())
-    with controls:
+    # The heatmap takes the page's width (beside the choices it was too narrow to label every token): the
+    # layer and head above it, so they stay next to the figure on a phone too; the rest under it.
+    with st.container():
         group = attention_picker(result, key="head_group")
-        weighed = weigh(result, weighting_picker(), group=group)
         start_layer, start_head = cache.landing_head(result) if group == ENCODER_SELF else (0, 0)
         layer, head = layer_head_picker(result, group, key="head", layer=start_layer, head=start_head)
-        options = st.columns(2, vertical_alignment="center")
+    plot = st.container()
+    with st.container():  # under the figure, so that the heatmap is on a laptop's first screen
+        if (layer, head) == (start_layer, start_head) and group == ENCODER_SELF and positions(result.tokens.labels):
+            st.caption(f"Opened on layer {layer}, head {head}: of all heads, the one where “it” attends most to "
+                       "“animal” in this sentence.")  # said only when the sentence has both and it is shown
+        weighed = weigh(result, weighting_picker(), group=group)
+        options = st.columns([1, 1, 2, 2], vertical_alignment="center")
         with options[0]:
             hide_special = flag("Hide special tokens", "head_hide_special")
         with options[1]:
             words = flag("Word level", "head_words")
-        scale = choice("Colours", COLOUR_SCALES, "head_scale", widget="radio", horizontal=True,
-                       format_func=SCALE_NAMES.get, help="Per row: each row's largest value is darkest, so long "
-                       "rows stay visible. Log: small values are told apart.")
-        threshold = number("Threshold", 0.0, 0.5, "head_threshold", 0.0, step=0.01)
+        with options[2]:
+            scale = choice("Colours", COLOUR_SCALES, "head_scale", widget="radio", horizontal=True,
+                           format_func=SCALE_NAMES.get, help="Per row: each row's largest value is darkest, so "
+                           "long rows stay visible. Log: small values are told apart.")
+        with options[3]:
+            threshold = number("Threshold", 0.0, 0.5, "head_threshold", 0.0, step=0.01)
         shown = displayed(weighed.result, Choice(group, layer, head, words, hide_special, threshold, weighed.kind))
         for note in shown.notes:
             st.caption(note)
@@ -56,17 +62,13 @@ def render(result: AttentionResult) -> None:
         draw(result, shown, weighed, scale, threshold, layer, head)
     if weighed.weighting != "weights":
         side_by_side(result, Choice(group, layer, head, words, hide_special, threshold, "pattern"), shown,
-                     weighed.weighting, head_title(layer, head))
-
-
-def head_title(layer: int, head: int | str) -> str:
-    return f"layer {layer}, {'head ' + str(head) if isinstance(head, int) else head + ' of heads'}"
+                     weighed.weighting, layer, head, weighed.layer_level)
 
 
 def draw(result: AttentionResult, shown: Displayed, weighed: Weighted, scale: str, threshold: float, layer: int,
          head: int | str) -> None:
     """The head's heatmap (our levels element past what float32 cells carry) and its downloads."""
-    title = head_title(layer, head) + weighed.suffix
+    title = where_title(layer, head, weighed.layer_level) + weighed.suffix
     if needs_levels(shown.matrix.shape):  # too many cells for float32: levels, zoomed down to exact cells
         heatmap, title, colour_title = levels(result, shown, scale, threshold, weighed.quantity, title)
         figure = partial(cache.figure, long_heatmap_figure, heatmap, shown.query_labels, title, shown.key_labels,
@@ -84,16 +86,17 @@ def draw(result: AttentionResult, shown: Displayed, weighed: Weighted, scale: st
 
 
 def side_by_side(result: AttentionResult, choice_: Choice, weighted_shown: Displayed, weighting: str,
-                 title: str) -> None:
-    """The chosen head's attention weights beside the same head under the weighting, each on its own
+                 layer: int, head: int | str, layer_level: bool) -> None:
+    """The chosen head's attention weights above the same head under the weighting, each on its own
     colour bar (different quantities): where a large weight carries little, the two differ."""
     if max(weighted_shown.matrix.shape) > WINDOW:
         return  # two more matrices that long would not be read side by side
     weights = displayed(result, choice_)
-    st.markdown(f"**Attention weights and {WEIGHTING_NAMES[weighting]} of this head, side by side**")
-    columns = st.columns(2)
-    for where, shown, name, key in ((columns[0], weights, "weights", "head_side_weights"),
-                                    (columns[1], weighted_shown, weighting, "head_side_weighted")):
+    st.markdown(f"**Attention weights and {WEIGHTING_NAMES[weighting]} of this head, one above the other**")
+    columns = (st.container(), st.container())  # each the page's width: every token labelled
+    for where, shown, name, key, title in (
+            (columns[0], weights, "weights", "head_side_weights", where_title(layer, head)),
+            (columns[1], weighted_shown, weighting, "head_side_weighted", where_title(layer, head, layer_level))):
         figure = cache.figure(attention_heatmap, shown.matrix, shown.query_labels, shown.key_labels,
                               title=f"{title} · {WEIGHTING_NAMES[name]}", colorbar_title=QUANTITIES[name],
                               hover=f"query %{{y}}<br>key %{{x}}<br>{QUANTITIES[name]} %{{z:.4f}}<extra></extra>",
@@ -106,7 +109,7 @@ def windowed(shown: Displayed, scale: str, threshold: float, quantity: str, titl
     starts = (0, 0)
     if max(shown.matrix.shape) > WINDOW:
         st.caption(f"{shown.matrix.shape[0]} × {shown.matrix.shape[1]} tokens: showing a {WINDOW}-token window "
-                   "(every tick labelled); move it with the sliders. The numbers are those of the whole sentence.")
+                   "(every token labelled where the page's width holds it, hover names each); move it with the sliders. The numbers are those of the whole sentence.")
         left, right = st.columns(2)
         with left:
             q0 = integer("First query shown", 0, max(shown.matrix.shape[0] - WINDOW, 0), "head_query_from", 0)

@@ -17,7 +17,7 @@ from ...core.result import AttentionResult
 from .. import cache, plain
 from ..export import chart, drawn_from
 from ..heavy import heavy
-from ..widgets import choice, flag, text
+from ..widgets import choice, flag, follow_the_model, text
 
 EXPLANATION = (
     "Attention weights say where a head looks, not whether what it moves matters. **Activation patching** "
@@ -50,6 +50,13 @@ def patched(model: str, clean: str, corrupt: str, answer: str, wrong: str, site:
         return run(cache.backend(model), clean, corrupt, answer, wrong, site, noising, token)
 
 
+INPUTS = ("patching_clean", "patching_corrupt", "patching_answer", "patching_wrong")
+
+
+def preset_inputs(model: str) -> tuple[str | None, ...]:
+    return PRESETS[model].inputs if model in PRESETS else (None,) * len(INPUTS)
+
+
 def render(result: AttentionResult) -> dict:
     st.markdown(EXPLANATION)
     backend = cache.backend(result.model)
@@ -59,6 +66,7 @@ def render(result: AttentionResult) -> dict:
                    "GPT-2 folder).")
         return {}
     preset = PRESETS.get(result.model)
+    follow_the_model(result.model, INPUTS, preset_inputs)  # toy-translate's French vocabulary has no "animal"
     left, right = st.columns(2)
     with left:
         clean = text("Clean input", "patching_clean", preset.clean if preset else result.tokens.text)
@@ -93,6 +101,8 @@ def render(result: AttentionResult) -> dict:
     first.metric("Metric on the clean input", f"{patching.clean:.4f}")
     second.metric("Metric on the corrupt input", f"{patching.corrupt:.4f}")
     plain.caption(f"Measured: {patching.metric}.")
+    if patching.warning is not None:  # above the map: it reads as confidently as any other
+        plain.warning(patching.warning)
     with drawn_from(replace(result.provenance, source=clean, target=None)):  # the pair typed here, not the sidebar's
         measured_place, estimated_place = st.columns(2) if beside else (st, None)
         chart(measured_place, cache.figure(patching_heatmap, patching), key="patching_map")
