@@ -293,7 +293,9 @@ def family_scores(query: torch.Tensor, key: torch.Tensor, scaling: float, allowe
     False (True = may attend; broadcast to the scores)."""
     if key.size(-3) != query.size(-3):
         key = repeat_kv(key, kv_groups(query.size(-3), key.size(-3)))
-    scores = (query.float() * scaling) @ key.float().transpose(-2, -1)  # (..., h, Tq, Tk), a fresh tensor
+    scores = query.float() @ key.float().transpose(-2, -1)  # (..., h, Tq, Tk), a fresh tensor
+    # scaled after the product, as every family's eager code does: the same float32 roundings
+    scores = scores * scaling if scores.requires_grad else scores.mul_(scaling)
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
     if bias is not None:
