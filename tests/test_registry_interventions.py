@@ -294,3 +294,46 @@ def test_the_logit_lens_reads_a_family_that_runs_in_transformers(folders, family
             np.testing.assert_allclose(lens.top_probs[depth], probs.topk(3, dim=-1).values.numpy(), atol=1e-5)
         np.testing.assert_allclose(torch.tensor(lens.top_probs[-1][-1]), out.logits[0, -1].softmax(-1).topk(3).values,
                                    atol=1e-5)
+
+
+def test_an_encoder_decoder_in_transformers_is_patched_like_torch_hooks_on_its_modules(tmp_path):
+    """BART: log p(answer) − log p(wrong) where the clean greedy translation writes the answer; each
+    encoder, decoder and cross-attention head's slice of what its out_proj receives swapped in from the
+    clean run by a torch pre-hook, every run teacher-forced on its own translation's prefix."""
+    folder = save_family(tmp_path / "bart", "bart")
+    backend = HFBackend(str(folder))
+    result = patch(backend, CLEAN, CORRUPT, "dog", "cat", site="heads")
+    assert result.rows == tuple(f"{part} {i}" for part in ("encoder", "decoder", "cross") for i in range(LAYERS))
+    model = reference(folder, backend)
+    vocab = backend.tokenizer.get_vocab()
+    sources = [ids_of(backend, text) for text in (CLEAN, CORRUPT)]
+    clean_translation = backend._generate(sources[0])
+    t = clean_translation.index(vocab["dog"], 1)
+    prefixes = [torch.tensor([backend._generate(src)[:t]]) for src in sources]
+    outs = [model.get_submodule(site.path).out_proj for site in backend.registry.sites]
+    d = model.config.d_model // HEADS
+
+    def metric(which: int, hooks=()) -> float:
+        handles = [module.register_forward_pre_hook(fn) for module, fn in hooks]
+        try:
+            with torch.no_grad():
+                logits = model(input_ids=sources[which], decoder_input_ids=prefixes[which]).logits[0, -1]
+        finally:
+            for handle in handles:
+                handle.remove()
+        log_probs = logits.log_softmax(-1)
+        return float(log_probs[vocab["dog"]] - log_probs[vocab["cat"]])
+
+    cached = {}
+    metric(0, [(m, lambda mod, args, i=i: cached.__setitem__(i, args[0].clone())) for i, m in enumerate(outs)])
+    assert result.clean == pytest.approx(metric(0), abs=1e-4) and result.corrupt == pytest.approx(metric(1), abs=1e-4)
+    order = [(g, layer) for g in ("encoder", "decoder", "cross") for layer in range(LAYERS)]
+    for row, site in enumerate(sorted(range(len(outs)), key=lambda i: order.index(
+            ({"self_attn": backend.registry.sites[i].group[0], "cross_attn": "cross"}[backend.registry.sites[i].group[1]],
+             backend.registry.sites[i].layer)))):
+        for head in range(HEADS):
+            def swap(module, args, site=site, head=head):
+                x = args[0].clone()
+                x[..., head * d : (head + 1) * d] = cached[site][..., head * d : (head + 1) * d]
+                return (x,)
+            assert result.patched[row, head] == pytest.approx(metric(1, [(outs[site], swap)]), abs=1e-4), (row, head)

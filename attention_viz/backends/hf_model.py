@@ -111,12 +111,15 @@ class RegistryModel:
     def has_lm_head(self) -> bool:
         return self.shape == "decoder-only" and self.model.get_output_embeddings() is not None
 
-    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+    def __call__(self, ids: torch.Tensor, decoder_ids: torch.Tensor | None = None) -> torch.Tensor:
         """A batch of token ids (B, T) → what a metric reads: the last position's logits (B, 1, V) for a
-        decoder (transformers' own head, its final soft-capping and logit scale included), the final
-        hidden states (B, T, d_model) for an encoder."""
+        decoder (transformers' own head, its final soft-capping and logit scale included) or an
+        encoder–decoder teacher-forced on ``decoder_ids``, the final hidden states (B, T, d_model) for
+        an encoder."""
         if self.shape == "decoder-only":
             return self.model(input_ids=ids, use_cache=False, logits_to_keep=1).logits
+        if self.shape == "encoder-decoder":
+            return self.model(input_ids=ids, decoder_input_ids=decoder_ids, use_cache=False).logits[:, -1:]
         return self.model(input_ids=ids).last_hidden_state
 
     def widest(self, length: int) -> int:
@@ -125,7 +128,7 @@ class RegistryModel:
         heads = max((self.heads(s.group, s.layer) for s in self.sites), default=1)
         width = max(int(getattr(config, name, 0) or 0) for name in ("intermediate_size", "d_ff", "n_inner",
                                                                      "hidden_size", "d_model", "n_embd"))
-        vocab = int(getattr(config, "vocab_size", 0) or 0) if self.shape == "decoder-only" else 0
+        vocab = int(getattr(config, "vocab_size", 0) or 0) if self.shape != "encoder-only" else 0
         return max(heads * length * length * 3, length * width * 4, vocab)
 
     # -- where the norms sit around an attention (what ALTI linearizes) ---------------------------

@@ -89,9 +89,6 @@ def patch_target(backend: Backend) -> Transformer | RegistryModel:
         return backend.model
     registry = getattr(backend, "registry", None)
     if isinstance(registry, RegistryModel):
-        if registry.shape == "encoder-decoder":
-            raise ModelError(f"{backend.name} cannot be patched yet: patching a transformers encoder–decoder "
-                             "needs a translation metric that is not built")
         return registry
     if backend.implementation == "transformers":
         raise ModelError(f"{backend.name} cannot be patched: its attention does not go through transformers' "
@@ -253,6 +250,42 @@ def translation_sides(backend: Backend, clean: str, corrupt: str, answer: str,
     return sides[0], sides[1], f"log p({answer}) − log p({wrong}) after '{' '.join(translations[0][:t])}'"
 
 
+def seq2seq_sides(backend: Backend, clean: str, corrupt: str, answer: str,
+                  wrong: str) -> tuple[Side, Side, str]:
+    """A transformers encoder–decoder: the same metric as our translation models', log p(answer) −
+    log p(wrong) where the clean greedy translation writes ``answer``, each run teacher-forced on its own
+    greedy translation up to there."""
+    ids = [_appended_id(backend, "", w) for w in (answer, wrong)]
+    if ids[0] == ids[1]:
+        raise ModelError(f"the answer and the wrong word are the same token ({answer!r})")
+    runs = []
+    for text, what in ((clean, "clean text"), (corrupt, "corrupt text")):
+        tokens, _ = backend.tokenize(check_text(text, what))
+        src = torch.tensor([tokens.ids])
+        with torch.inference_mode():
+            generated = backend._generate(src.to(backend.model.device))  # type: ignore[attr-defined]
+        runs.append((tokens, src, generated))
+    clean_ids = runs[0][2]
+    if ids[0] not in clean_ids[1:]:
+        said = backend.tokenizer.decode(clean_ids, skip_special_tokens=True)  # type: ignore[attr-defined]
+        raise ModelError(f"{backend.name} translates the clean text as {said!r}: {answer!r} is not in it")
+    t = clean_ids.index(ids[0], 1)  # the decoder reads ids[:t] and writes the answer next
+    if len(runs[1][2]) < t:
+        raise ModelError(f"the corrupt translation is shorter than the {t - 1} tokens before {answer!r}")
+
+    def measure(logits: torch.Tensor) -> torch.Tensor:
+        log_probs = logits[:, -1].float().log_softmax(-1)  # (B, V)
+        return log_probs[:, ids[0]] - log_probs[:, ids[1]]
+
+    out = []
+    for tokens, src, generated in runs:
+        prefix = generated[:t]
+        labels = tuple(backend.tokenizer.id_to_token(i) or "" for i in prefix)  # type: ignore[attr-defined]
+        out.append(Side(tokens, (src, torch.tensor([prefix])), measure, labels))
+    before = backend.tokenizer.decode(clean_ids[:t], skip_special_tokens=True)  # type: ignore[attr-defined]
+    return out[0], out[1], f"log p({answer}) − log p({wrong}) after '{before}'"
+
+
 def sides(backend: Backend, clean: str, corrupt: str, answer: str, wrong: str,
           token: str | None = None) -> tuple[Side, Side, str]:
     """The clean and corrupt inputs with their metric, checked to be patchable against each other."""
@@ -265,6 +298,8 @@ def sides(backend: Backend, clean: str, corrupt: str, answer: str, wrong: str,
         pair = decoder_sides(backend, model, clean, corrupt, answer, wrong)
     elif shape == "encoder-only":
         pair = encoder_sides(backend, clean, corrupt, answer, wrong, token)
+    elif isinstance(model, RegistryModel):
+        pair = seq2seq_sides(backend, clean, corrupt, answer, wrong)
     else:
         pair = translation_sides(backend, clean, corrupt, answer, wrong)
     what = "text" if shape != "encoder-decoder" else "source"
