@@ -1,8 +1,9 @@
 """Rescaled rotary frequencies (Llama 3.1/3.2's ``llama3``, position interpolation's ``linear``):
 the inverse frequencies against the formula of Meta's Llama 3.1 reference written out here in float64,
 the config spellings (transformers 5.x ``rope_parameters``, the hub's ``rope_scaling``), the
-refusals, and a tiny random Llama-3.1 folder that runs in our decoder with transformers' patterns and
-logits at a length past its pretraining length, where the rescaling changes the patterns."""
+refusals, and tiny random Llama-3.1 folders (and a GPT-NeoX with half its dimensions rotating) that
+run in our decoder with transformers' patterns and logits at a length past their pretraining length,
+where the rescaling changes the patterns."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ import math
 import numpy as np
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from attention_viz.backends.ours_decoder import OursDecoderBackend
 from attention_viz.backends.registry import load_backend
 from attention_viz.core.positional import RotaryScaling, inverse_frequencies
 from attention_viz.errors import ModelError
 from attention_viz.weights.llama import build_llama, llama_config
+from attention_viz.weights.neox import build_neox
 from attention_viz.weights.rotary_config import rotary_settings
 from attention_viz.weights.safetensors_io import SafetensorsFolder, read_config
 
@@ -95,37 +97,50 @@ def test_other_rescalings_are_refused_in_one_line_naming_them(params, message):
         rotary_settings({"max_position_embeddings": 64, "rope_scaling": params})
 
 
-def save_llama31(folder, rope_type: str) -> str:
-    """A tiny random Llama with ``rope_type`` scaling, a tokenizer beside it, saved as safetensors."""
+SCALINGS = {
+    "linear": {"factor": 4.0},
+    "llama3": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": ORIGINAL},
+}  # fmt: skip
+# folder → (model class, config class, its own settings, our builder, rope_type, rotated share)
+FOLDERS = {
+    "llama-llama3": (LlamaForCausalLM, LlamaConfig, {"num_key_value_heads": 2}, build_llama, "llama3", 1.0),
+    "llama-linear": (LlamaForCausalLM, LlamaConfig, {"num_key_value_heads": 2}, build_llama, "linear", 1.0),
+    "neox-half-rotary-llama3": (GPTNeoXForCausalLM, GPTNeoXConfig, {}, build_neox, "llama3", 0.5),
+}
+
+
+def save_scaled(folder, name: str) -> str:
+    """A tiny random model with rotary scaling, a tokenizer beside it, saved as safetensors."""
+    model_class, config_class, own, _, rope_type, share = FOLDERS[name]
     torch.manual_seed(0)
-    scaling = {"linear": {"factor": 4.0},
-               "llama3": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                          "original_max_position_embeddings": ORIGINAL}}[rope_type]  # fmt: skip
-    config = LlamaConfig(
+    config = config_class(
         vocab_size=save_tokenizer(folder), hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, initializer_range=0.15,
-        rope_parameters={"rope_type": rope_type, "rope_theta": 10000.0, **scaling},
+        num_attention_heads=4, max_position_embeddings=64, initializer_range=0.15, **own,
+        rope_parameters={"rope_type": rope_type, "rope_theta": 10000.0, "partial_rotary_factor": share,
+                         **SCALINGS[rope_type]},
     )  # fmt: skip
-    LlamaForCausalLM(config).save_pretrained(folder)
+    model_class(config).save_pretrained(folder)
     return str(folder)
 
 
-@pytest.fixture(scope="module", params=["llama3", "linear"])
-def scaled_folder(request, tmp_path_factory) -> str:
-    return save_llama31(tmp_path_factory.mktemp(request.param), request.param)
+@pytest.fixture(scope="module", params=list(FOLDERS))
+def scaled(request, tmp_path_factory) -> tuple[str, str]:
+    return request.param, save_scaled(tmp_path_factory.mktemp(request.param), request.param)
 
 
-def test_a_scaled_llama_runs_in_ours_with_transformers_patterns_and_logits(scaled_folder):
-    backend = load_backend(f"hf:{scaled_folder}")
+def test_a_scaled_model_runs_in_ours_with_transformers_patterns_and_logits(scaled):
+    name, folder = scaled
+    model_class, _, _, build, _, share = FOLDERS[name]
+    backend = load_backend(f"hf:{folder}")
     assert isinstance(backend, OursDecoderBackend)
     result = backend.run(LONG_TEXT, kinds=None)
     assert result.meta["implementation"] == "ours"
     ids = torch.tensor([result.tokens.ids])
     assert ids.size(1) > 3 * ORIGINAL
-    theirs = LlamaForCausalLM.from_pretrained(scaled_folder, attn_implementation="eager").eval()
-    ours = build_llama(read_config(scaled_folder), SafetensorsFolder(scaled_folder))
-    unscaled = build_llama({**read_config(scaled_folder), "rope_parameters": {"rope_theta": 10000.0}},
-                           SafetensorsFolder(scaled_folder))  # fmt: skip
+    theirs = model_class.from_pretrained(folder, attn_implementation="eager").eval()
+    ours = build(read_config(folder), SafetensorsFolder(folder))
+    plain = {"rope_theta": 10000.0, "partial_rotary_factor": share}
+    unscaled = build({**read_config(folder), "rope_parameters": plain}, SafetensorsFolder(folder))
     with torch.inference_mode():
         expected = theirs(ids, output_attentions=True)
         logits = ours.logits(ours(ids))
