@@ -32,12 +32,12 @@ lighten_apptest()
 # app and starts Chromium once); the two that walk every view of the default sentence run as one unit
 # (EVERY_VIEW), so one server computes each view's data once for both.
 SLOWEST_FIRST = [
-    "test_atlas.py", "test_browser_labels.py", "test_browser_accessibility.py", "test_every_view.py",
-    "test_browser_progress.py", "test_cli.py", "test_browser_atlas_build.py", "test_browser_hostile.py",
-    "test_browser_links.py", "test_browser_levels.py", "test_bad_input.py", "test_browser.py",
-    "test_offline_export.py", "test_browser_many.py", "test_load_benchmark.py", "test_scale_out.py",
-    "test_explain_pages.py", "test_app.py", "test_browser_image.py", "test_notebook.py",
-    "test_browser_first_screen.py", "test_browser_long_link.py", "test_trained_corpus.py",
+    "test_browser_labels.py", "test_browser_accessibility.py", "test_atlas.py", "test_browser_atlas_build.py",
+    "test_browser_hostile.py", "test_every_view.py", "test_browser_links.py", "test_load_benchmark.py",
+    "test_scale_out.py", "test_browser_progress.py", "test_browser.py", "test_browser_many.py", "test_cli.py",
+    "test_browser_image.py", "test_browser_levels.py", "test_notebook.py", "test_offline_export.py",
+    "test_explain_pages.py", "test_browser_first_screen.py", "test_trained_corpus.py", "test_browser_long_link.py",
+    "test_bad_input.py", "test_app.py",
 ]
 EVERY_VIEW = ("test_browser_labels.py", "test_browser_accessibility.py")
 
