@@ -7,8 +7,9 @@
 The weights are random, seeded, of a real model's shape (Llama-3.2-1B, Llama-3.1-8B, a Llama of
 GPT-2-small's size for the CPU's full-capture floor, or a tiny one):
 drawn tensor by tensor on the device and in the dtype as our loader reads them, so no float32 copy of
-the model ever sits in host memory. This measures cost, not meaning. Rotary positions are Llama's
-unscaled ones at θ = 500000 (Llama 3.1's frequency rescaling is not in our model and costs the same).
+the model ever sits in host memory. This measures cost, not meaning. The two Llama shapes carry their
+checkpoints' whole configuration, rotary included (θ = 500000 with the llama3 rescaling of the
+frequencies); the GPT-2-sized and tiny ones have the unscaled rotary at θ = 500000.
 transformers' LlamaModel reads the very same tensors (shared: one copy of the weights on the device).
 
 Rows, at each token count, each with wall seconds (the device synchronized, after a warm-up: the median
@@ -38,6 +39,7 @@ the long path nor a capture scores the next token.
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import gc
 import json
@@ -73,11 +75,17 @@ from attention_viz.weights.loading import DrawNothing  # noqa: E402
 from .performance_doc import with_gpu_table  # noqa: E402
 
 GB = 1e9
+# Llama 3.1's and 3.2's rotary as their config.json files say it: θ base 500000, the llama3 rescaling
+# of the frequencies past a pretraining length of 8192 (the factor differs: 8 for 3.1, 32 for 3.2)
+LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 8192}  # fmt: skip
 SHAPES = {
     "llama-1b": {"num_hidden_layers": 16, "hidden_size": 2048, "num_attention_heads": 32, "num_key_value_heads": 8,
-                 "intermediate_size": 8192, "vocab_size": 128256, "tie_word_embeddings": True},  # Llama-3.2-1B
+                 "intermediate_size": 8192, "vocab_size": 128256, "tie_word_embeddings": True,
+                 "rope_parameters": {**LLAMA3_ROPE, "factor": 32.0}},  # Llama-3.2-1B
     "llama-8b": {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
-                 "intermediate_size": 14336, "vocab_size": 128256, "tie_word_embeddings": False},  # Llama-3.1-8B
+                 "intermediate_size": 14336, "vocab_size": 128256, "tie_word_embeddings": False,
+                 "rope_parameters": {**LLAMA3_ROPE, "factor": 8.0}},  # Llama-3.1-8B
     "gpt2-small": {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12, "num_key_value_heads": 12,
                    "intermediate_size": 3072, "vocab_size": 50257, "tie_word_embeddings": True},  # GPT-2 small's sizes
     "tiny": {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -100,10 +108,11 @@ FULL, RECYCLED, EAGER, SDPA = ROWS[4:]
 
 
 def hf_config(shape: str) -> dict:
-    """A Llama ``config.json`` of the shape, as our loader reads it."""
-    return {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_act": "silu", "rms_norm_eps": 1e-5,
-            "max_position_embeddings": MAX_POSITIONS,
-            "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}, **SHAPES[shape]}  # fmt: skip
+    """A Llama ``config.json`` of the shape, as our loader reads it (a fresh copy: transformers' config
+    fills in its rope parameters in place)."""
+    return copy.deepcopy({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
+                          "rms_norm_eps": 1e-5, "max_position_embeddings": MAX_POSITIONS,
+                          "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}, **SHAPES[shape]})  # fmt: skip
 
 
 def llama_shapes(hf: dict) -> dict[str, tuple[int, ...]]:

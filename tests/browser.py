@@ -113,11 +113,13 @@ MARGINS_PUSHED = """() => [...document.querySelectorAll('.js-plotly-plot')].flat
         .map(side => `${title}: ${side} ${layout._size[side]} > ${layout.margin[side]}`)})"""
 
 
+# A drawn heatmap: a Plotly one or our levels element (ui/level_canvas.js)
+HEATMAP = ".js-plotly-plot .heatmaplayer image, .js-plotly-plot .hm image, .avlc[data-drawn]"
+
+
 def wait_for_heatmap(page: Page, title: str | None = None, timeout: float = 120_000) -> None:
-    """Until a heatmap is drawn, a Plotly one or our levels element (ui/level_canvas.js), and, if
-    given, its title contains ``title``."""
-    page.wait_for_selector(".js-plotly-plot .heatmaplayer image, .js-plotly-plot .hm image, .avlc[data-drawn]",
-                           timeout=timeout)
+    """Until a heatmap is drawn and, if given, its title contains ``title``."""
+    page.wait_for_selector(HEATMAP, timeout=timeout)
     if title is not None:
         page.wait_for_function(
             """t => [...document.querySelectorAll('.js-plotly-plot .gtitle, .avlc[data-drawn] .avlc-title')]

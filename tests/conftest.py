@@ -1,6 +1,7 @@
 import os
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,20 +26,49 @@ from apptest_overhead import lighten_apptest  # noqa: E402  (a test helper, impo
 lighten_apptest()
 
 # The files that take longest (wall time in a full run, slowest first) start first: xdist's loadfile
-# hands files to its workers in collection order, and a long file handed out last runs on alone at
-# the end while the other workers idle.
+# hands files to its workers in collection order, each worker taking the next when it runs short, and a
+# long file handed out last runs on alone at the end while the other worker idles. The tests of the app
+# in a browser are spread over both workers like any other file (each worker that runs one serves the
+# app and starts Chromium once); the two that walk every view of the default sentence run as one unit
+# (EVERY_VIEW), so one server computes each view's data once for both.
 SLOWEST_FIRST = [
-    "test_atlas.py", "test_browser.py", "test_every_view.py", "test_cli.py", "test_browser_hostile.py",
-    "test_browser_links.py", "test_bad_input.py", "test_offline_export.py", "test_browser_many.py",
-    "test_load_benchmark.py", "test_scale_out.py", "test_explain_pages.py", "test_app.py", "test_browser_image.py",
-    "test_notebook.py", "test_trained_corpus.py",
+    "test_browser_labels.py", "test_browser_accessibility.py", "test_atlas.py", "test_browser_atlas_build.py",
+    "test_browser_hostile.py", "test_every_view.py", "test_browser_links.py", "test_load_benchmark.py",
+    "test_scale_out.py", "test_browser_progress.py", "test_browser.py", "test_browser_many.py", "test_cli.py",
+    "test_browser_image.py", "test_browser_levels.py", "test_notebook.py", "test_offline_export.py",
+    "test_explain_pages.py", "test_browser_first_screen.py", "test_trained_corpus.py", "test_browser_long_link.py",
+    "test_bad_input.py", "test_app.py",
 ]
+EVERY_VIEW = ("test_browser_labels.py", "test_browser_accessibility.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
     skip_gpu(items)
+
+
+# What each file and each worker spent in this run (its tests' setup, call and teardown summed), listed
+# after pytest's slowest tests: the figures SLOWEST_FIRST is ordered by, and how even the workers were.
+SPENT_BY_FILE: Counter[str] = Counter()
+SPENT_BY_WORKER: Counter[str] = Counter()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    SPENT_BY_FILE[report.nodeid.split("::")[0]] += report.duration
+    node = getattr(report, "node", None)  # the xdist worker that ran it, on the controller
+    SPENT_BY_WORKER[node.gateway.id if node is not None else "this process"] += report.duration
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own summary and its slowest tests
+def pytest_terminal_summary(terminalreporter) -> None:
+    if not SPENT_BY_FILE or hasattr(terminalreporter.config, "workerinput"):
+        return
+    terminalreporter.write_sep("=", "slowest 15 files (their tests' setup, call and teardown summed)")
+    for file, seconds in SPENT_BY_FILE.most_common(15):
+        terminalreporter.write_line(f"{seconds:8.2f}s {file}")
+    workers = ", ".join(f"{worker} {seconds:.1f}s" for worker, seconds in sorted(SPENT_BY_WORKER.items()))
+    terminalreporter.write_line(f"time in tests per worker: {workers}")
 
 
 def skip_gpu(items: list[pytest.Item]) -> None:
@@ -53,32 +83,24 @@ def skip_gpu(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.skip(reason="needs CUDA: torch sees no GPU on this machine"))
 
 
-# The tests that drive the served app in Chromium run on one worker, one after another: a worker that
-# runs any of them starts a server (~14 CPU-s with its first run), Chromium and a tab whose first page
-# load is cold (~+5.5 CPU-s), once.
-APP_IN_A_BROWSER = ("test_browser.py", "test_browser_hostile.py", "test_browser_links.py", "test_browser_many.py",
-                    "test_browser_image.py", "test_browser_levels.py", "test_browser_atlas_build.py",
-                    "test_browser_long_link.py", "test_browser_accessibility.py", "test_browser_labels.py",
-                    "test_browser_first_screen.py", "test_browser_progress.py")
-
-
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     from xdist.scheduler import LoadFileScheduling
 
-    class OneWorkerForTheBrowser(LoadFileScheduling):
+    class EveryViewTogether(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             file = super()._split_scope(nodeid)
-            return "the app in a browser" if Path(file).name in APP_IN_A_BROWSER else file
+            return "every view of the default sentence" if Path(file).name in EVERY_VIEW else file
 
-    return OneWorkerForTheBrowser(config, log) if config.getvalue("dist") == "loadfile" else None
+    return EveryViewTogether(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
-# The real-browser tests' fixtures: per test process (one xdist worker), the app served as `make run`
-# does, one Chromium and two tabs, one for the app and one for pages opened from disk; per test, a tab
-# handed over clean (see browser.reset) and a check that its page threw no JavaScript error. Tabs are
-# reused because a page load in a new tab costs Chromium ~8 CPU-s here and one in a tab that has loaded
-# the app before ~2.5 (its renderer is warm); pages from disk get their own tab because a tab that
-# goes from the app to a file and back changes renderer, and starts cold, each time.
+# The real-browser tests' fixtures: per test process (one xdist worker), from its first browser test to
+# its end, the app served as `make run` does, one Chromium and two tabs, one for the app and one for
+# pages opened from disk; per test, a tab handed over clean (see browser.reset) and a check that its
+# page threw no JavaScript error. Tabs are reused because a page load in a new tab costs Chromium much
+# more than one in a tab that has loaded the app before (its renderer is warm); pages from disk get
+# their own tab because a tab that goes from the app to a file and back changes renderer, and starts
+# cold, each time.
 @pytest.fixture(scope="session")
 def app_url() -> Iterator[str]:
     from browser import served_app

@@ -9,7 +9,7 @@ import urllib.parse
 
 import pytest
 
-from browser import settled, wait_for_heatmap
+from browser import HEATMAP, settled, wait_for_heatmap
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +20,7 @@ def test_value_zeroing_shows_its_progress_then_the_heatmap(app_url, page):
     page.goto(f"{app_url}/?{urllib.parse.urlencode({'text': TEXT, 'view': 'head', 'weighting': 'value_zeroing'})}")
     seen: set[str] = set()
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and page.locator(".js-plotly-plot").count() < 2:
+    while time.monotonic() < deadline and not page.locator(HEATMAP).count():  # drawn once the job is done
         seen |= {text for text in page.locator("[data-testid='stProgress']").all_inner_texts() if text}
         page.wait_for_timeout(100)
     wait_for_heatmap(page)

@@ -223,9 +223,9 @@ def test_hf_checkpoints_are_read_in_the_asked_dtype(tmp_path, fresh_cache):
     from test_ours_decoder import TEXT, save
 
     ours = save(tmp_path / "llama", "llama")
-    theirs = save(tmp_path / "scaled", "llama")  # linear rotary scaling: a variant only transformers runs
+    theirs = save(tmp_path / "scaled", "llama")  # dynamic rotary scaling: a variant only transformers runs
     config = (theirs / "config.json").read_text()
-    (theirs / "config.json").write_text(config.replace('"rope_type": "default"', '"rope_type": "linear", "factor": 2.0'))
+    (theirs / "config.json").write_text(config.replace('"rope_type": "default"', '"rope_type": "dynamic", "factor": 2.0'))
     for folder, implementation in ((ours, "ours"), (theirs, "transformers")):
         exact = load_backend(f"hf:{folder}", device="cpu")
         half = load_backend(f"hf:{folder}", device="cpu", dtype="bfloat16")

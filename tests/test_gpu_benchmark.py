@@ -84,6 +84,40 @@ def test_the_real_shapes_are_the_checkpoints():
     assert "lm_head.weight" not in one and eight["model.layers.31.self_attn.k_proj.weight"] == (1024, 4096)
 
 
+# Llama-3.1-8B's and Llama-3.2-1B's config.json, the keys that make the shape and the positions
+REAL = {
+    "llama-8b": {"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+                 "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 131072,
+                 "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                 "original_max_position_embeddings": 8192},
+    "llama-1b": {"num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 2048,
+                 "intermediate_size": 8192, "vocab_size": 128256, "max_position_embeddings": 131072,
+                 "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                 "original_max_position_embeddings": 8192},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", list(REAL))
+def test_the_real_shapes_carry_the_checkpoints_llama3_rotary(shape):
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    from attention_viz.core.positional import RotaryScaling, inverse_frequencies
+    from attention_viz.weights.llama import llama_config
+
+    hf = gpu.hf_config(shape)
+    flat = {**hf, **hf["rope_parameters"]}
+    assert {key: flat[key] for key in REAL[shape]} == REAL[shape] and hf["rope_parameters"]["rope_type"] == "llama3"
+    ours = llama_config(hf)
+    real = REAL[shape]
+    assert ours.rotary_base == 500000.0 and ours.rotary_scaling == RotaryScaling(
+        "llama3", real["factor"], real["low_freq_factor"], real["high_freq_factor"], 8192
+    )
+    theirs = LlamaRotaryEmbedding(LlamaConfig(**{k: v for k, v in hf.items() if k != "model_type"}))
+    assert theirs.attention_scaling == 1.0
+    assert torch.equal(theirs.inv_freq, inverse_frequencies(ours.d_k, ours.rotary_base, ours.rotary_scaling))
+
+
 def report_of(shape: str, rows: dict[tuple[str, int], tuple[float | None, float | None, str]]) -> dict:
     """A report with ``rows``: (row name, tokens) → (seconds, peak GB, note)."""
     return {"shape": shape, "tokens": sorted({n for _, n in rows}), "weights_gb": 16.0,

@@ -181,7 +181,7 @@ def test_older_config_spellings_are_read():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0}}, "rotary scaling 'llama3'"),
+    ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 5e5, "factor": 8.0}}, "rotary scaling 'yarn'"),
     ({"hidden_act": "gelu"}, "hidden_act='gelu'"),
     ({"model_type": "gemma"}, "model_type 'gemma'"),
     ({"num_key_value_heads": 3}, "multiple of n_kv_heads"),

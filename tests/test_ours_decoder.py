@@ -102,7 +102,7 @@ def test_supported_architectures_run_in_ours_with_transformers_patterns(folders,
 
 def test_other_architectures_and_unsupported_variants_run_in_transformers(tmp_path, folders):
     scaled = save(tmp_path / "scaled", "llama")
-    config = (scaled / "config.json").read_text().replace('"rope_type": "default"', '"rope_type": "linear", "factor": 2.0')
+    config = (scaled / "config.json").read_text().replace('"rope_type": "default"', '"rope_type": "dynamic", "factor": 2.0')
     (scaled / "config.json").write_text(config)
     assert open_in_ours(str(scaled)) is None
     backend = load_backend(f"hf:{scaled}")

@@ -4,8 +4,8 @@ A folder (or a hub snapshot already in the local Hugging Face cache) whose ``con
 Llama, Mistral, Qwen2, GPT-NeoX or GPT-2 model, in a variant our config switches reproduce, opens
 here: every hook kind is captured (q, k, v, scores, pattern, context), K and V per key/value head
 under grouped-query attention; heads can be removed (ablation) and W_O is read (value norms).
-Anything else — other architectures, rotary scaling, unknown activations — returns None from
-:func:`open_in_ours` and ``transformers`` runs it as before.
+Anything else — other architectures, rotary scalings other than ``linear`` and ``llama3``, unknown
+activations — returns None from :func:`open_in_ours` and ``transformers`` runs it as before.
 
 A checkpoint saved as the bare model (``LlamaModel``, ``Qwen2Model``, ``MistralModel``,
 ``GPTNeoXModel``: how embedding models ship) has no LM head: it runs here all the same, and what

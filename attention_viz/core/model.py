@@ -25,7 +25,7 @@ from .attention import (
     sliding_window_mask,
 )  # fmt: skip
 from .hooks import HookPoint, name_hook_points
-from .positional import LearnedEncoding, RotaryEmbedding, SinusoidalEncoding, rotary_dims
+from .positional import LearnedEncoding, RotaryEmbedding, RotaryScaling, SinusoidalEncoding, rotary_dims
 
 Shape = Literal["encoder-only", "decoder-only", "encoder-decoder"]
 SHAPES: tuple[str, ...] = ("encoder-only", "decoder-only", "encoder-decoder")
@@ -65,6 +65,7 @@ class TransformerConfig:
     head_dim: int | None = None  # d_k when it is not d_model / h (some Llama and Mistral checkpoints)
     rotary_pct: float = 1.0  # positional="rotary": share of each head's dimensions that rotate (GPT-NeoX)
     rotary_base: float = 10000.0  # the base of the rotary frequencies θ_i = base^(−2i/d_rot)
+    rotary_scaling: RotaryScaling | None = None  # long-context rescaling of the θ_i (Llama 3.1: llama3)
     norm_type: Literal["layer", "rms"] = "layer"  # LayerNorm, or RMSNorm (Zhang & Sennrich 2019)
     gated_ffn: bool = False  # (act(x W) ⊙ x V) W_2 (Shazeer 2020); with activation="silu" this is SwiGLU
     qkv_bias: bool = True  # biases of W_Q, W_K, W_V (Llama: none; Qwen2: these only)
@@ -79,6 +80,8 @@ class TransformerConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "full_attention_layers", tuple(self.full_attention_layers))  # JSON gives lists
+        if isinstance(self.rotary_scaling, dict):  # and objects
+            object.__setattr__(self, "rotary_scaling", RotaryScaling(**self.rotary_scaling))
         problems = []
         if self.shape not in SHAPES:
             problems.append(f"shape must be one of {SHAPES}, got {self.shape!r}")
@@ -96,6 +99,8 @@ class TransformerConfig:
                 rotary_dims(self.d_k, self.rotary_pct)
             except ValueError as error:
                 problems.append(str(error))
+        if self.rotary_scaling is not None and self.positional != "rotary":
+            problems.append("rotary_scaling needs positional='rotary'")
         if self.norm_type not in ("layer", "rms"):
             problems.append(f"norm_type must be 'layer' or 'rms', got {self.norm_type!r}")
         if self.sliding_window is not None and (self.sliding_window < 1 or self.shape == "encoder-only"):
@@ -272,7 +277,7 @@ class Sublayer(nn.Module):
 
 
 def self_attention(c: TransformerConfig) -> MultiHeadAttention:
-    rotary = RotaryEmbedding(c.d_k, c.rotary_pct, c.rotary_base) if c.positional == "rotary" else None
+    rotary = RotaryEmbedding(c.d_k, c.rotary_pct, c.rotary_base, c.rotary_scaling) if c.positional == "rotary" else None
     return MultiHeadAttention(
         c.d_model, c.h, c.dropout, c.out_bias, n_kv_heads=c.n_kv_heads, d_k=c.d_k, qkv_bias=c.qkv_bias, rotary=rotary
     )

@@ -14,7 +14,9 @@ embeddings: :class:`RotaryEmbedding` rotates the queries and keys inside every a
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal
 
 import numpy as np
 import torch
@@ -108,17 +110,70 @@ def rotary_dims(d_k: int, fraction: float = 1.0) -> int:
     return d_rot
 
 
-def rotary_angles(
-    positions: torch.Tensor, d_rot: int, base: float = 10000.0, dtype: torch.dtype = torch.float32
+@dataclass(frozen=True)
+class RotaryScaling:
+    """How a long-context checkpoint rescales its rotary frequencies θ_i (no rescaling: None).
+
+    ``linear`` (position interpolation, Chen et al. 2023): every θ_i divided by ``factor``.
+    ``llama3`` (Meta's Llama 3.1 reference, ``apply_scaling``): by wavelength λ_i = 2π/θ_i against
+    the pretraining length L = ``original_max_len``: λ_i < L / high_freq_factor (fast pairs, which
+    turn many times within L) keep θ_i; λ_i > L / low_freq_factor (slow pairs, not one turn within L)
+    take θ_i / factor; in between, s = (L/λ_i − low_freq_factor) / (high_freq_factor − low_freq_factor)
+    blends the two, (1 − s) θ_i / factor + s θ_i.
+    """
+
+    rope_type: Literal["linear", "llama3"]
+    factor: float
+    low_freq_factor: float = 1.0  # llama3 only
+    high_freq_factor: float = 4.0  # llama3 only
+    original_max_len: int = 8192  # llama3 only: L, the context length of pretraining
+
+    def __post_init__(self) -> None:
+        if self.rope_type not in ("linear", "llama3"):
+            raise ValueError(f"rotary scaling must be 'linear' or 'llama3', got {self.rope_type!r}")
+        if not self.factor > 0:
+            raise ValueError(f"rotary scaling factor must be positive, got {self.factor}")
+        if self.rope_type == "llama3" and not 0 < self.low_freq_factor < self.high_freq_factor:
+            raise ValueError("llama3 rotary scaling needs 0 < low_freq_factor < high_freq_factor, got "
+                             f"{self.low_freq_factor} and {self.high_freq_factor}")
+        if self.original_max_len < 1:
+            raise ValueError(f"original_max_len must be positive, got {self.original_max_len}")
+
+
+def inverse_frequencies(
+    d_rot: int, base: float = 10000.0, scaling: RotaryScaling | None = None, dtype: torch.dtype = torch.float32
 ) -> torch.Tensor:
-    """(T, d_rot/2) angles m·θ_i with θ_i = base^(−2i/d_rot).
+    """(d_rot/2,) θ_i = base^(−2i/d_rot), rescaled as ``scaling`` says, computed in ``dtype`` with
+    the operations in the reference code's order (the checkpoints were trained with its rounding)."""
+    theta = 1.0 / base ** (torch.arange(0, d_rot, 2, dtype=torch.int64).to(dtype) / d_rot)
+    if scaling is None:
+        return theta
+    if scaling.rope_type == "linear":
+        return theta / scaling.factor
+    low, high, length = scaling.low_freq_factor, scaling.high_freq_factor, scaling.original_max_len
+    wavelength = 2 * math.pi / theta
+    slow = torch.where(wavelength > length / low, theta / scaling.factor, theta)
+    smooth = (length / wavelength - low) / (high - low)
+    blended = (1 - smooth) * slow / scaling.factor + smooth * slow
+    between = (wavelength >= length / high) & (wavelength <= length / low)
+    return torch.where(between, blended, slow)
+
+
+def rotary_angles(
+    positions: torch.Tensor,
+    d_rot: int,
+    base: float = 10000.0,
+    dtype: torch.dtype = torch.float32,
+    scaling: RotaryScaling | None = None,
+) -> torch.Tensor:
+    """(T, d_rot/2) angles m·θ_i with θ_i = base^(−2i/d_rot) (rescaled as ``scaling`` says).
 
     The model uses float32, θ_i and the product both rounded as the reference Llama and GPT-NeoX
     code rounds them: that is what the checkpoints were trained with (at 32k positions it is
     ~1e-3 rad off the exact angle, and the weights expect exactly that). The teaching functions
     below pass float64 to show the exact math.
     """
-    theta = 1.0 / base ** (torch.arange(0, d_rot, 2, dtype=torch.int64).to(dtype) / d_rot)
+    theta = inverse_frequencies(d_rot, base, scaling, dtype)
     return positions.to(dtype).unsqueeze(-1) * theta.to(positions.device)
 
 
@@ -134,7 +189,8 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
 
 @lru_cache(maxsize=4)
 def rotary_cos_sin(
-    length: int, d_rot: int, base: float, dtype: torch.dtype, device: torch.device
+    length: int, d_rot: int, base: float, dtype: torch.dtype, device: torch.device,
+    scaling: RotaryScaling | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of the angles of positions 0 … length − 1, (length, d_rot/2) in ``dtype``, made once
     and shared (never modified): every layer of a forward asks for the same ones, and so does each
@@ -142,7 +198,7 @@ def rotary_cos_sin(
     positions of a d_k = 128 head, 16 MB each. Made outside inference mode, which would make
     tensors that a later forward with gradients (training) could not save for its backward."""
     with torch.inference_mode(False):
-        angles = rotary_angles(torch.arange(length, device=device), d_rot, base)
+        angles = rotary_angles(torch.arange(length, device=device), d_rot, base, scaling=scaling)
         return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
@@ -151,18 +207,22 @@ class RotaryEmbedding(nn.Module):
     max_len kept: the angles of the T positions in use come from :func:`rotary_cos_sin`, so any
     length up to max_len works)."""
 
-    def __init__(self, d_k: int, fraction: float = 1.0, base: float = 10000.0) -> None:
+    def __init__(
+        self, d_k: int, fraction: float = 1.0, base: float = 10000.0, scaling: RotaryScaling | None = None
+    ) -> None:
         super().__init__()
         self.d_rot = rotary_dims(d_k, fraction)
         self.base = base
+        self.scaling = scaling
 
     def forward(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """q (B, h, T, d_k), k (B, h_kv, T, d_k) at positions 0..T−1 → both rotated."""
-        cos, sin = rotary_cos_sin(q.size(-2), self.d_rot, self.base, q.dtype, q.device)  # (T, d_rot/2)
+        cos, sin = rotary_cos_sin(q.size(-2), self.d_rot, self.base, q.dtype, q.device, self.scaling)  # (T, d_rot/2) each
         return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
 
     def extra_repr(self) -> str:
-        return f"d_rot={self.d_rot}, base={self.base:g}"
+        scaled = "" if self.scaling is None else f", scaling={self.scaling}"
+        return f"d_rot={self.d_rot}, base={self.base:g}{scaled}"
 
 
 # -- what the positional page shows about rotary (tensors in the model's own functions, numpy out)

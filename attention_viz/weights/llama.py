@@ -63,7 +63,7 @@ def llama_config(hf_config: dict) -> TransformerConfig:
     get = {**DEFAULTS[model_type], **hf_config}.get
     if get("hidden_act", "silu") != "silu":
         raise ModelError(f"{family} with hidden_act={get('hidden_act')!r} is not supported by the from-scratch model")
-    base, fraction = rotary_settings(hf_config)
+    base, fraction, scaling = rotary_settings(hf_config)
     h = hf_config["num_attention_heads"]
     n_layers = hf_config["num_hidden_layers"]
     window, full_layers = _sliding_window(model_type, hf_config, get, n_layers)
@@ -89,6 +89,7 @@ def llama_config(hf_config: dict) -> TransformerConfig:
             head_dim=get("head_dim") or None,
             rotary_pct=fraction,
             rotary_base=base,
+            rotary_scaling=scaling,
             gated_ffn=True,
             qkv_bias=qkv_bias,
             out_bias=model_type == "llama" and bool(get("attention_bias", False)),

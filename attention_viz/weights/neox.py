@@ -56,7 +56,7 @@ def neox_config(hf_config: dict) -> TransformerConfig:
     activation = hf_config.get("hidden_act", "gelu")
     if activation not in ACTIVATIONS:
         raise ModelError(f"GPT-NeoX with hidden_act={activation!r} is not supported by the from-scratch model")
-    base, fraction = rotary_settings(hf_config, DEFAULT_ROTARY_PCT)
+    base, fraction, scaling = rotary_settings(hf_config, DEFAULT_ROTARY_PCT)
     bias = bool(hf_config.get("attention_bias", True))
     try:
         return TransformerConfig(
@@ -76,6 +76,7 @@ def neox_config(hf_config: dict) -> TransformerConfig:
             tie_embeddings=bool(hf_config.get("tie_word_embeddings", False)),
             rotary_pct=fraction,
             rotary_base=base,
+            rotary_scaling=scaling,
             qkv_bias=bias,
             out_bias=bias,
             generator_bias=False,
