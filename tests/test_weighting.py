@@ -10,7 +10,6 @@ import pytest
 
 from apphelpers import app, charts, switch_view
 from single_view import array, link
-from test_hf_backend import save_bert
 
 from attention_viz.analysis.checks import normalize_rows
 from attention_viz.analysis.rollout import rollout
@@ -153,9 +152,11 @@ def test_a_model_without_values_or_w_o_says_so_and_draws_the_weights(view):
 
 
 def test_an_hf_model_without_captured_values_falls_back_to_weights(tmp_path, monkeypatch):
-    save_bert(tmp_path / "bert")
+    from benchmarks.families import save_family  # DeBERTa-v2: its attention bypasses transformers' registry
+
+    save_family(tmp_path / "deberta", "deberta-v2")
     monkeypatch.setenv("ATTENTION_VIZ_MODEL_ROOTS", str(tmp_path))
-    at = app(model=f"hf:{tmp_path / 'bert'}", text="the cat sat on the mat", view="head", weighting="norms")
+    at = app(model=f"hf:{tmp_path / 'deberta'}", text="the cat sat on the mat", view="head", weighting="norms")
     assert not at.exception and not at.error
     assert any("showing attention weights" in c.value for c in at.caption)
     assert colour_bar(charts(at)[0]) == "attention weight"
