@@ -48,7 +48,7 @@ import numpy as np
 
 from .ports import free_port, wait_until_serving
 from .proxy import COOKIE, proxy, sticky_key
-from .session import RUN_TIMEOUT_S, Session, tick_labels, title
+from .session import RUN_TIMEOUT_S, Session, names_its_tokens, title
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_SESSIONS = 100
@@ -155,7 +155,7 @@ async def visit(url: str, text: str, labels: list[str], steps: list[tuple],
                     run = await session.set(label, value)
                 heatmap = run.heatmaps[0] if run.heatmaps else None
                 wrong = heatmap is None or run.errors or (
-                    expect == "sentence" and tick_labels(heatmap) != labels
+                    expect == "sentence" and not names_its_tokens(heatmap, labels)
                 ) or (expect not in (None, "sentence") and expect not in title(heatmap))
                 if wrong:
                     errors += 1

@@ -128,9 +128,15 @@ def _widget_state(widget, value: object) -> WidgetState:
     return state
 
 
-def tick_labels(chart: dict) -> list[str]:
-    """The x-axis labels of a heatmap (positions are integers, labels are ticktext)."""
-    return list(chart["layout"].get("xaxis", {}).get("ticktext", []))
+def names_its_tokens(chart: dict, labels: list[str]) -> bool:
+    """Whether the heatmap's x-axis labels are ``labels`` at their positions: every token, or an evenly
+    thinned set where they would not fit. A tick is an integer position or a category "position: label"."""
+    axis = chart["layout"].get("xaxis", {})
+    values, text = list(axis.get("tickvals", [])), list(axis.get("ticktext", []))
+    if not text or len(values) != len(text):
+        return False
+    positions = [int(str(v).split(":", 1)[0]) for v in values]
+    return positions[0] == 0 and all(p < len(labels) and labels[p] == t for p, t in zip(positions, text))
 
 
 def title(chart: dict) -> str:
