@@ -62,7 +62,11 @@ def model_of(family: str, **changes) -> torch.nn.Module:
     torch.manual_seed(0)
     if family in DECODERS:
         config_class, settings, model_class = DECODERS[family]
-        model = model_class(config_class(**{**DECODER, **settings, **changes}))
+        merged = {**DECODER, **settings, **changes}
+        if "layer_types" in settings:  # the interleaving, repeated over however many layers
+            pattern = settings["layer_types"]
+            merged["layer_types"] = [pattern[i % len(pattern)] for i in range(merged["num_hidden_layers"])]
+        model = model_class(config_class(**merged))
     elif family == "gpt2":
         model = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=LAYERS, n_head=HEADS,
                                                  n_positions=256, bos_token_id=2, eos_token_id=3))

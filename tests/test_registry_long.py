@@ -30,6 +30,8 @@ def test_blockwise_patterns_equal_transformers_eager_past_the_capture_limit(fold
     tokens, dropped = backend.long_tokens(TEXT)
     assert len(tokens) == LENGTH and dropped == 0
     long = backend.long_input(tokens, dropped)
+    long.overview(0, 0)  # the landing view: layer 0's forward stops there, the later layers wait for a view
+    assert long.kept._q[1] is None and long.kept._q[0] is not None
     reference = type(backend.model).from_pretrained(folders[family], attn_implementation="eager").eval()
     with torch.no_grad():
         attentions = reference(torch.tensor([tokens.ids]), output_attentions=True).attentions

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..analysis.blockwise import normalizers
-from ..core.hooks import capture
+from ..core.hooks import capture, intervene
 from ..core.names import DECODER_SELF, hook_name
 from ..errors import ModelError
 from .hf_model import RegistryModel
@@ -39,33 +39,57 @@ def long_refusal(registry: RegistryModel, name: str) -> str | None:
     return None
 
 
+class _Stop(Exception):
+    """Ends the forward once the layers a view asked for have their q/k."""
+
+
+def _stop(x: torch.Tensor, hook: object) -> None:
+    raise _Stop
+
+
 class RegistryQueriesKeys:
-    """:class:`~attention_viz.analysis.blockwise.QueriesKeys` of one long input: every layer's q/k
-    from one forward, each head's normalizers from a float64 row pass when first asked (one lock)."""
+    """:class:`~attention_viz.analysis.blockwise.QueriesKeys` of one long input. The landing view reads
+    layer 0: the first forward stops at layer 0's values (an intervention that raises there, for this
+    call only); a view asking for a later layer runs the forward through once more, keeping every
+    layer's q/k. Each head's normalizers from a float64 row pass when first asked. One lock."""
 
     def __init__(self, registry: RegistryModel, ids: torch.Tensor) -> None:
-        sites = sorted((s for s in registry.sites if s.group == DECODER_SELF), key=lambda s: s.layer)
-        length = ids.shape[1]
-        self.n_layers = len(sites)
+        self._sites = sorted((s for s in registry.sites if s.group == DECODER_SELF), key=lambda s: s.layer)
+        self._registry, self._ids = registry, ids
+        self.n_layers = len(self._sites)
         self.n_heads = registry.heads(DECODER_SELF, 0)
-        self.window = [s.window if s.window is not None and s.window < length else None for s in sites]
-        names = [hook_name(DECODER_SELF, s.layer, kind) for s in sites for kind in ("q", "k")]
-        with torch.inference_mode(), capture(kinds=("q", "k"), names=names) as recorded:
-            registry.model.base_model(input_ids=ids, use_cache=False)
-        self._q, self._k = [], []
-        for site in sites:
-            q = recorded[hook_name(DECODER_SELF, site.layer, "q")][0].float()  # (h, T, d)
-            # the passes divide by √d: the family's own scaling goes into q
-            self._q.append((q * (site.scaling * math.sqrt(q.shape[-1]))).numpy())
-            self._k.append(recorded[hook_name(DECODER_SELF, site.layer, "k")][0].float().numpy())
+        self.window = [s.window if s.window is not None and s.window < ids.shape[1] else None for s in self._sites]
+        self._q: list[np.ndarray | None] = [None] * self.n_layers
+        self._k: list[np.ndarray | None] = [None] * self.n_layers
         self._lse: dict[tuple[int, int], np.ndarray] = {}
         self._lock = threading.Lock()
 
+    def _reach(self, layer: int) -> None:
+        """Make the q/k of ``layer`` (lock held): layer 0 alone, or every layer in one forward."""
+        upto = 0 if layer == 0 else self.n_layers - 1
+        sites = self._sites[: upto + 1]
+        names = [hook_name(DECODER_SELF, s.layer, kind) for s in sites for kind in ("q", "k")]
+        stop = [(hook_name(DECODER_SELF, upto, "v"), _stop)] if upto < self.n_layers - 1 else []
+        try:
+            with torch.inference_mode(), intervene(stop), capture(kinds=("q", "k"), names=names) as recorded:
+                self._registry.model.base_model(input_ids=self._ids, use_cache=False)
+        except _Stop:
+            pass
+        for site in sites:
+            q = recorded[hook_name(DECODER_SELF, site.layer, "q")][0].float()  # (h, T, d)
+            # the passes divide by √d: the family's own scaling goes into q
+            self._k[site.layer] = recorded[hook_name(DECODER_SELF, site.layer, "k")][0].float().numpy()
+            self._q[site.layer] = (q * (site.scaling * math.sqrt(q.shape[-1]))).numpy()
+
     def layer(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._q[layer] is None:
+            with self._lock:
+                if self._q[layer] is None:
+                    self._reach(layer)
         return self._q[layer], self._k[layer]
 
     def head(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
-        q, k = self._q[layer], self._k[layer]
+        q, k = self.layer(layer)
         return q[head], k[head // (q.shape[0] // k.shape[0])]
 
     def normalizers(self, layer: int, head: int | None = None) -> np.ndarray:
