@@ -121,11 +121,11 @@ def test_what_rounding_leaves_where_a_query_cannot_read_never_reaches_the_map(mi
 
 
 def test_value_zeroing_of_a_decoder_running_in_transformers_reads_no_future_token(tmp_path, monkeypatch):
-    """A Llama with scaled rotary positions runs in transformers (not ours): value zeroing through its
+    """A Llama with dynamic rotary scaling runs in transformers (not ours): value zeroing through its
     v_proj hooks against the hooks written here, future keys exactly 0 even where rounding leaves some."""
     folder = save(tmp_path, "llama")
     config = folder / "config.json"
-    config.write_text(config.read_text().replace('"rope_type": "default"', '"rope_type": "linear", "factor": 2.0'))
+    config.write_text(config.read_text().replace('"rope_type": "default"', '"rope_type": "dynamic", "factor": 2.0'))
     backend = load_backend(f"hf:{folder}")
     assert backend.implementation == "transformers"
     result = backend.run(TEXT)
