@@ -84,8 +84,9 @@ def _skipped(tree: ast.AST) -> set[int]:
     return out
 
 
-def mutants(path: str) -> list[Mutant]:
-    source = (ROOT / path).read_bytes()
+def mutants(path: str, source: bytes | None = None) -> list[Mutant]:
+    """Every mutant of the module at ``path`` (its text: ``source``, or read from the project)."""
+    source = (ROOT / path).read_bytes() if source is None else source
     tree = ast.parse(source)
     starts = _offsets(source)
     skipped = _skipped(tree)
