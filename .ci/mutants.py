@@ -238,47 +238,48 @@ def main(argv: list[str] | None = None) -> int:
     import numpy, torch, transformers  # noqa: E401, F401  (once, for every forked run)
 
     started = time.monotonic()
-    rows, survivors = [], []
+    command = "make mutants" if not args.files and args.per_file is None else (
+        ".venv/bin/python .ci/mutants.py " + " ".join([*args.files, *(["--per-file", str(args.per_file)]
+                                                                         if args.per_file else [])]))
+    rows: list[tuple] = []
+    survivors: list[tuple[str, int, str, str, str]] = []  # where, line, operator, the line before and after
     with tempfile.TemporaryDirectory(prefix="mutants-") as folder:
         copy = Path(folder)
         copy_project(copy)
         for path in files:
+            source = (copy / path).read_bytes()  # the copy's: the project may change while this runs
             tests = related_tests(path)
-            found = mutants(path)
+            found = mutants(path, source)
             chosen = spaced(found, args.per_file)
-            if not tests:
-                rows.append((path, len(found), len(chosen), 0, 0, 0, "no related test"))
-                survivors += [(m, "no related test") for m in chosen]
-                continue
-            t0 = time.monotonic()
-            if run_tests(copy, tests, 1800) != "passed":
-                rows.append((path, len(found), 0, 0, 0, 0, "the related tests fail unmutated: skipped"))
-                continue
-            limit = 2 * (time.monotonic() - t0) + 30
-            source = (ROOT / path).read_bytes()
             counts = {"failed": 0, "timeout": 0, "passed": 0}
-            try:
-                for mutant in chosen:
-                    (copy / path).write_bytes(mutant.apply(source))
-                    outcome = run_tests(copy, tests, limit)
-                    counts[outcome] += 1
-                    if outcome == "passed":
-                        survivors.append((mutant, ", ".join(Path(t).name for t in tests)))
-                    print(f"{path}:{mutant.line} {mutant.operator}: {outcome}", flush=True)
-            finally:
-                (copy / path).write_bytes(source)
-            rows.append((path, len(found), len(chosen), counts["failed"], counts["timeout"], counts["passed"],
-                         ", ".join(Path(t).name for t in tests)))
-    minutes = (time.monotonic() - started) / 60
-    command = "make mutants" if not args.files and args.per_file is None else (
-        ".venv/bin/python .ci/mutants.py " + " ".join([*args.files, *(["--per-file", str(args.per_file)]
-                                                                         if args.per_file else [])]))
-    Path(ROOT / args.doc).write_text(document(rows, survivors, command, minutes))
+            t0 = time.monotonic()
+            if not tests:
+                note, alive = "no related test", chosen
+            elif run_tests(copy, tests, 1800) != "passed":
+                note, alive, chosen = "the related tests fail unmutated: skipped", [], []
+            else:
+                note, alive = ", ".join(Path(t).name for t in tests), []
+                limit = 2 * (time.monotonic() - t0) + 30
+                try:
+                    for mutant in chosen:
+                        (copy / path).write_bytes(mutant.apply(source))
+                        outcome = run_tests(copy, tests, limit)
+                        counts[outcome] += 1
+                        if outcome == "passed":
+                            alive.append(mutant)
+                        print(f"{path}:{mutant.line} {mutant.operator}: {outcome}", flush=True)
+                finally:
+                    (copy / path).write_bytes(source)
+            survivors += [(path, m.line, m.operator, *m.describe(source)) for m in alive]
+            rows.append((path, len(found), len(chosen), counts["failed"], counts["timeout"], len(alive), note))
+            # written after every module: a long run that is stopped still leaves what it measured
+            minutes = (time.monotonic() - started) / 60
+            (ROOT / args.doc).write_text(document(rows, survivors, command, minutes, len(rows) < len(files)))
     print(f"{sum(r[5] for r in rows)} survivors of {sum(r[2] for r in rows)} mutants; written to {args.doc}")
     return 0
 
 
-def document(rows: list[tuple], survivors: list[tuple], command: str, minutes: float) -> str:
+def document(rows: list[tuple], survivors: list[tuple], command: str, minutes: float, partial: bool = False) -> str:
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# Mutants that survived",
@@ -289,7 +290,7 @@ def document(rows: list[tuple], survivors: list[tuple], command: str, minutes: f
         "unmutated time plus 30 s. A survivor is a change of the math that no test noticed: a test against an",
         "independent reference is missing there, or the change cannot alter a result (an equivalent mutant).",
         "",
-        f"`{command}` — {date}, {minutes:.0f} min.",
+        f"`{command}` — {date}, {minutes:.0f} min" + (" so far (still running)." if partial else "."),
         "",
         "| module | mutants | run | killed | timed out | survived | tests run |",
         "|---|---:|---:|---:|---:|---:|---|",
@@ -301,9 +302,8 @@ def document(rows: list[tuple], survivors: list[tuple], command: str, minutes: f
         lines.append("None.")
     else:
         lines += ["| where | operator | line | mutated |", "|---|---|---|---|"]
-        for mutant, _tests in survivors:
-            before, after = mutant.describe((ROOT / mutant.path).read_bytes())
-            lines.append(f"| {mutant.path}:{mutant.line} | {mutant.operator} | `{_cell(before)}` | `{_cell(after)}` |")
+        lines += [f"| {path}:{line} | {operator} | `{_cell(before)}` | `{_cell(after)}` |"
+                  for path, line, operator, before, after in survivors]
     return "\n".join(lines) + "\n"
 
 

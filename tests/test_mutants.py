@@ -68,3 +68,13 @@ def test_related_tests_name_the_module_or_an_importer():
     assert not [name for name in related if Path(name).name.startswith("test_browser")]
     assert "tests/test_readme.py" not in related
     assert "attention_viz/backends/mixing.py" in mutants.targets()
+
+
+def test_the_page_lists_each_module_and_each_survivor():
+    rows = [("attention_viz/analysis/a.py", 12, 3, 2, 0, 1, "test_a.py")]
+    survivors = [("attention_viz/analysis/a.py", 7, "change a comparison", "x = a | b <= 1", "x = a | b < 1")]
+    page = mutants.document(rows, survivors, "make mutants", 3.0, partial=True)
+    assert "| attention_viz/analysis/a.py | 12 | 3 | 2 | 0 | 1 | test_a.py |" in page
+    assert "| attention_viz/analysis/a.py:7 | change a comparison | `x = a \\| b <= 1` | `x = a \\| b < 1` |" in page
+    assert "3 min so far (still running)." in page
+    assert "None." in mutants.document(rows[:0], [], "make mutants", 1.0)
