@@ -190,8 +190,9 @@ def copy_project(into: Path) -> None:
             shutil.copy2(source, into / name)
 
 
-def run_tests(copy: Path, tests: list[str], limit: float) -> str:
-    """'passed', 'failed' or 'timeout': the tests in a forked child (pytest in the copy), killed at ``limit``."""
+def run_tests(copy: Path, tests: list[str], limit: float, log: Path | None = None) -> str:
+    """'passed', 'failed' or 'timeout': the tests in a forked child (pytest in the copy), killed at
+    ``limit``; pytest's output goes to ``log`` (None: nowhere)."""
     pid = os.fork()
     if pid == 0:  # the child: never returns
         code = 1
@@ -200,9 +201,9 @@ def run_tests(copy: Path, tests: list[str], limit: float) -> str:
             os.chdir(copy)
             sys.dont_write_bytecode = True  # the copy is never compiled to disk: each mutant is read afresh
             sys.path.insert(0, str(copy))
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, 1)
-            os.dup2(null, 2)
+            out = os.open(log or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(out, 1)
+            os.dup2(out, 2)
             import pytest
 
             code = pytest.main([*tests, "-x", "-q", "-n", "0", "-p", "no:cacheprovider", "-p", "no:randomly",
@@ -255,8 +256,9 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.monotonic()
             if not tests:
                 note, alive = "no related test", chosen
-            elif run_tests(copy, tests, 1800) != "passed":
+            elif run_tests(copy, tests, 1800, copy / "unmutated.log") != "passed":
                 note, alive, chosen = "the related tests fail unmutated: skipped", [], []
+                print(f"{path}: the related tests fail unmutated:\n" + (copy / "unmutated.log").read_text()[-3000:])
             else:
                 note, alive = ", ".join(Path(t).name for t in tests), []
                 limit = 2 * (time.monotonic() - t0) + 30
