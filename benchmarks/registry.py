@@ -1,7 +1,7 @@
 """Every family through transformers' attention registry with our attention function: parity with
 transformers' eager ``output_attentions``, whether the long path reads it, and what a capture costs
 beside transformers' own SDPA forward and its eager forward with weights — the same weights, each
-contender timed in passes of its own (median of ``--reps`` calls after one warm-up).
+contender timed in calls of its own, in turn within each of ``--reps`` rounds, its fastest kept.
 
     python -m benchmarks.registry [--tokens 512] [--reps 5] [--families llama3.1 gemma2 ...] [--doc docs/performance.md]
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -38,14 +37,18 @@ SHAPE = dict(hidden_size=512, intermediate_size=1024, num_hidden_layers=4, num_a
 ONE_LAYER_FLOOR, EVERY_FLOOR = 1.1, 1.0
 
 
-def timed(call: Callable[[], object], reps: int) -> float:
-    call()  # warm-up: first-call allocations and kernel choice
-    seconds = []
+def fastest(calls: dict[str, Callable[[], object]], reps: int) -> dict[str, float]:
+    """Each call's fastest time over ``reps`` rounds, the contenders in turn within a round (after one
+    warm-up each): on a shared machine the fastest pass is the one least disturbed by others."""
+    for call in calls.values():
+        call()  # warm-up: first-call allocations and kernel choice
+    best = {name: float("inf") for name in calls}
     for _ in range(reps):
-        start = time.perf_counter()
-        call()
-        seconds.append(time.perf_counter() - start)
-    return statistics.median(seconds)
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
 
 
 def measure(family: str, folder: Path, tokens: int, reps: int) -> dict:
@@ -54,15 +57,20 @@ def measure(family: str, folder: Path, tokens: int, reps: int) -> dict:
     model_class = type(backend.model)
     row: dict = {"family": family, "attention": "registry" if backend.registry else "eager",
                  "long": "yes" if backend.can_read_long else "no"}
-    short = ids[:, :64]
     eager = model_class.from_pretrained(folder, attn_implementation="eager").eval()
+    try:
+        plain = model_class.from_pretrained(folder, attn_implementation="sdpa").eval()
+        row["baseline"] = "SDPA"
+    except ValueError:  # soft-capping families (Gemma 2) have no SDPA in transformers: eager without weights
+        plain = model_class.from_pretrained(folder, attn_implementation="eager").eval()
+        row["baseline"] = "eager (no SDPA)"
+    short = ids[:, :64]
     with torch.inference_mode():
         reference = eager(short, output_attentions=True, use_cache=False).attentions
         with capture(kinds=("pattern",)) as recorded:
             backend.model(short, use_cache=False)
     row["parity"] = max(float((recorded[hook_name(DECODER_SELF, i, "pattern")][0] - weights[0]).abs().max())
                         for i, weights in enumerate(reference))
-    one = [hook_name(DECODER_SELF, 0, "pattern")]
 
     def ours(names: list[str] | None) -> Callable[[], object]:
         def call() -> object:
@@ -70,27 +78,20 @@ def measure(family: str, folder: Path, tokens: int, reps: int) -> dict:
                 return backend.model(ids, use_cache=False, logits_to_keep=1)
         return call
 
-    row["one layer"] = timed(ours(one), reps)
-    row["every pattern"] = timed(ours(None), reps)
-    del backend
-    with torch.inference_mode():
-        row["eager + weights"] = timed(lambda: eager(ids, output_attentions=True, use_cache=False, logits_to_keep=1),
-                                       reps)
-    del eager
-    try:
-        plain = model_class.from_pretrained(folder, attn_implementation="sdpa").eval()
-        row["baseline"] = "SDPA"
-    except ValueError:  # soft-capping families (Gemma 2) have no SDPA in transformers: eager without weights
-        plain = model_class.from_pretrained(folder, attn_implementation="eager").eval()
-        row["baseline"] = "eager (no SDPA)"
-    with torch.inference_mode():
-        row["sdpa"] = timed(lambda: plain(ids, use_cache=False, logits_to_keep=1), reps)
+    def theirs(model: torch.nn.Module, weights: bool) -> Callable[[], object]:
+        def call() -> object:
+            with torch.inference_mode():
+                return model(ids, output_attentions=weights, use_cache=False, logits_to_keep=1)
+        return call
+
+    row.update(fastest({"sdpa": theirs(plain, False), "one layer": ours([hook_name(DECODER_SELF, 0, "pattern")]),
+                        "every pattern": ours(None), "eager + weights": theirs(eager, True)}, reps))
     return row
 
 
 def table(rows: list[dict], tokens: int, reps: int) -> str:
     load = os.getloadavg()[0]
-    lines = [f"{tokens} tokens, float32, {torch.get_num_threads()} threads, median of {reps} calls, load average "
+    lines = [f"{tokens} tokens, float32, {torch.get_num_threads()} threads, fastest of {reps} rounds (contenders in turn), load average "
              f"{load:.1f}, {time.strftime('%Y-%m-%d %H:%M')}.", "",
              "| family | attention | pattern vs eager (max abs) | long path | transformers forward (SDPA) | ours: one "
              "layer's pattern | ours: every pattern | transformers eager + weights | one layer / forward (≤ 1.1×) | "
