@@ -12,11 +12,11 @@ from attention_viz.backends.hf import HFBackend
 from attention_viz.backends.patching import patch
 from attention_viz.core.names import DECODER_SELF, ENCODER_SELF
 from attention_viz.errors import ModelError
-from benchmarks.families import HEADS, LAYERS, TEXT, save_family
+from benchmarks.families import DECODERS, HEADS, LAYERS, TEXT, save_family
 
 CLEAN = TEXT  # "when mary and john went to the park john gave a drink to"
 CORRUPT = TEXT.replace("park john", "park mary")
-FAMILIES = ["llama3.1", "gemma2", "gpt-oss", "qwen3", "olmo2", "phi3", "cohere2", "gemma3"]
+FAMILIES = list(DECODERS)  # every decoder family of benchmarks/families.py
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,9 @@ def test_zero_ablation_equals_a_torch_hook_on_the_output_projection(folders, fam
     assert np.abs(plain.hidden - outputs.hidden).max() > 1e-3  # the head mattered
 
 
-@pytest.mark.parametrize("family", ["llama3.1", "gemma2", "gpt-oss", "qwen3"])
+# Qwen2.5 left out: transformers rebuilds a qwen2 folder's tokenizer as byte-level BPE from its vocabulary,
+# which the word-level test vocabulary cannot feed (and load_backend runs Qwen2 in our own decoder anyway)
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f != "qwen2.5"])
 def test_head_patching_equals_torch_hooks_on_transformers_modules(folders, family):
     backend = HFBackend(str(folders[family]))
     result = patch(backend, CLEAN, CORRUPT, "mary", "john", site="heads")
