@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, MistralConfig, MistralForCausalLM
 
+from attention_viz.analysis import alti as alti_module
 from attention_viz.analysis.ablation import Ablation
 from attention_viz.analysis.value_zeroing import cosine_distances, value_zeroing_map
 from attention_viz.backends import mixing
@@ -22,7 +23,7 @@ from attention_viz.backends.registry import load_backend
 from attention_viz.core.model import Transformer
 from attention_viz.core.names import DECODER_SELF, ENCODER_SELF, hook_name
 from attention_viz.trained.vocab import Vocab
-from test_context_mixing import IDS, bert  # noqa: F401  (bert: the module's fixture)
+from test_context_mixing import IDS, bert, direct_alti_post_ln  # noqa: F401  (bert: the module's fixture)
 from test_ours_decoder import TEXT, save, save_tokenizer
 
 WINDOW = 4
@@ -263,3 +264,14 @@ def test_alti_under_a_mean_ablation_matches_the_papers_decomposition(bert):
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4)
     zero = context_mixing(ours, IDS, measures=("alti",), ablation=Ablation(ablation.heads))
     assert np.abs(zero[hook_name(ENCODER_SELF, layer, "alti")] - got).max() > 1e-3  # the constant matters here
+
+
+def test_alti_a_few_queries_at_a_time_is_the_papers_alti(bert, monkeypatch):
+    """Long inputs are decomposed in blocks of query rows: with two rows a block (a block boundary
+    inside every text) each layer is still the paper's formulas, written out in float64."""
+    hf, ours = bert
+    monkeypatch.setattr(alti_module, "BLOCK_ELEMENTS", 2 * len(IDS) * hf.config.hidden_size)
+    maps = context_mixing(ours, IDS, measures=("alti",))
+    for layer in range(hf.config.num_hidden_layers):
+        expected = direct_alti_post_ln(hf, IDS, layer)
+        np.testing.assert_allclose(maps[hook_name(ENCODER_SELF, layer, "alti")], expected, rtol=0, atol=1e-4)
