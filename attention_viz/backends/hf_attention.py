@@ -103,7 +103,7 @@ def attention_forward(module: nn.Module, query: torch.Tensor, key: torch.Tensor,
         scores = family_scores(query, key, scaling, allowed, bias, softcap)  # (B, h, Tq, Tk) float32
         if points is not None:
             scores = points["scores"](scores)
-        pattern = softmax_with_sinks(scores, sinks)
+        pattern = softmax_with_sinks(scores, sinks, allowed)
         if points is not None:
             pattern = points["pattern"](pattern)
         values = repeat_kv(value, kv_groups(query.size(-3), value.size(-3)))

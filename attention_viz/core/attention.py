@@ -297,7 +297,8 @@ def family_scores(query: torch.Tensor, key: torch.Tensor, scaling: float, allowe
     # scaled after the product, as every family's eager code does: the same float32 roundings
     scores = scores * scaling if scores.requires_grad else scores.mul_(scaling)
     if softcap is not None:
-        scores = torch.tanh(scores / softcap) * softcap
+        scores = torch.tanh(scores / softcap) * softcap if scores.requires_grad else (
+            scores.div_(softcap).tanh_().mul_(softcap))
     if bias is not None:
         scores = scores + bias.float()
     if allowed is None:
@@ -307,14 +308,18 @@ def family_scores(query: torch.Tensor, key: torch.Tensor, scaling: float, allowe
                                                                                                         float("-inf"))
 
 
-def softmax_with_sinks(scores: torch.Tensor, sinks: torch.Tensor | None = None) -> torch.Tensor:
+def softmax_with_sinks(scores: torch.Tensor, sinks: torch.Tensor | None = None,
+                       allowed: torch.Tensor | None = None) -> torch.Tensor:
     """Softmax over keys of masked ``scores`` ``(..., h, Tq, Tk)``; a row with no key allowed gives 0s.
 
     ``sinks`` ``(h,)``: one extra logit per head that joins every row's normaliser but reads no value
-    (GPT-OSS's attention sinks), so a row sums to less than 1 by exactly the sink's share.
+    (GPT-OSS's attention sinks), so a row sums to less than 1 by exactly the sink's share. ``allowed``:
+    the mask the scores were masked with, when there was one (it tells whether a row is empty).
     """
     if sinks is None:
         pattern = torch.softmax(scores, dim=-1)
+        if allowed is None or bool(allowed.any(-1).all()):
+            return pattern
         # a row with no key allowed is all -inf, and its softmax NaN: 0s instead (padding; never causal rows)
         return pattern.nan_to_num(0.0) if pattern.requires_grad else pattern.nan_to_num_(0.0)
     sink = sinks.float().reshape(-1, 1, 1).expand(*scores.shape[:-1], 1)  # (..., h, Tq, 1)
