@@ -85,7 +85,10 @@
     const main = wrapped(chart.querySelector(".gtitle"), typeof title === "string" ? title : title.text, room - TOOLBAR);
     if (main && typeof title !== "string") {
       update["title.text"] = main.join(BREAK);
-      more += (main.length - 1) * TITLE_LINE;
+      // a title centred in the margin (Plotly's y "auto") grows both ways: twice its new lines keep it as
+      // clear of the plot as before (one pinned to the top edge grows down only)
+      const centred = title.y === undefined || title.y === "auto";
+      more += (main.length - 1) * TITLE_LINE * (centred ? 2 : 1);
     }
     const sub = wrapped(chart.querySelector(".gtitle-subtitle"), title.subtitle && title.subtitle.text, room);
     if (sub) {
