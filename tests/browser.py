@@ -26,6 +26,9 @@ CHROMIUM = "/usr/bin/chromium-headless-shell"
 # The view of the README's screenshot (and of the test that opens a shared link).
 SHARED_VIEW = {"model": "minilm", "text": "The animal didn't cross the street because it was too tired.",
                "view": "head", "layer": "3", "head": "1"}
+# The views that draw no chart for the default model, and what each shows instead: with no atlas built, the
+# atlas offers to build one; the logit lens reads decoders only, and says so for an encoder (minilm).
+NO_CHART = {"atlas": "Build the probes atlas of minilm", "logit_lens": "has no next-token head"}
 # view key → its label in the sidebar, as app.py declares them ("head": ("Head", …)).
 VIEW_LABELS = dict(re.findall(r'^    "(\w+)": \("([^"]+)"', (ROOT / "app.py").read_text(encoding="utf-8"), re.M))
 FLAGS = [

@@ -66,3 +66,19 @@ def test_streamlits_front_end_still_marks_the_instructions_and_the_sidebar_butto
         assert any(f"`{testid}`" in bundle for bundle in bundles), testid
     assert f"[data-testid='{private_api.STREAMLIT_INSTRUCTIONS_TESTID}']" in STYLE and "pointer: coarse" in STYLE
     assert f"[data-testid='{private_api.STREAMLIT_SIDEBAR_COLLAPSE_TESTID}'] button" in SCRIPTS
+
+
+def test_no_page_script_holds_what_streamlits_sanitizer_drops_a_script_for():
+    """st.html passes its HTML through DOMPurify, which drops a whole element without child elements whose
+    text holds "<" before a letter or "/" (its rule ``/<[/\\w]/g``, in Streamlit's bundle): a script
+    writing "<br>" in a string was dropped, and never ran."""
+    import re
+
+    from attention_viz.ui.page_scripts import SCRIPTS
+
+    purify = (Path(streamlit.__file__).parent / "static" / "static" / "js").glob("purify*.js")
+    assert any("/<[/\\w]/g" in p.read_text(errors="ignore") for p in purify)
+    scripts = re.findall(r"<script>(.*?)</script>", SCRIPTS, re.S)
+    assert len(scripts) == 3
+    for script in scripts:
+        assert not re.search(r"<[/\w]", script), re.search(r".{40}<[/\w].{20}", script)

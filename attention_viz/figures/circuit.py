@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from ..analysis.circuit import QKV, Circuit, entry_point, input_kind, position
 from .axes import plotly_text
 from .style import TEMPLATE
+from .text_width import left_margin
 
 DASH = {"q": "solid", "k": "dash", "v": "dot", "": "solid"}
 POSITIVE, NEGATIVE, FAINT = "#c0392b", "#2c6fbb", "#b8b8b8"
@@ -46,13 +47,15 @@ def circuit_graph(circuit: Circuit, dark: bool = False) -> go.Figure:
         hovertemplate="%{customdata}<extra></extra>",
     ))
     kept = circuit.metric_kept
+    rows = ["embed", *map(str, range(graph.layers)), "logits"]
     figure.update_layout(
         template=TEMPLATE, height=140 + 95 * (graph.layers + 2),
         title=dict(text=f"top {circuit.top} edges of {int(graph.allowed().sum())} ({circuit.method}): the circuit "
                         f"keeps {kept:.2f} of the clean − corrupt gap"),
         xaxis=dict(visible=False, range=[-0.8, graph.heads + 0.8]),
         yaxis=dict(title="layer", tickmode="array", tickvals=list(range(-1, graph.layers + 1)),
-                   ticktext=["embed", *map(str, range(graph.layers)), "logits"], zeroline=False, showgrid=False),
+                   ticktext=rows, zeroline=False, showgrid=False),
+        margin=dict(l=left_margin(rows, 12), r=20),  # the rows' names and the axis title: drawn once, not pushed
         legend=dict(orientation="h", y=-0.05), hovermode="closest", clickmode="event+select",
     )
     return figure

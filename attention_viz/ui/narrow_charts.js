@@ -62,9 +62,12 @@
   };
   // The title and the subtitle in lines no wider than the chart (the title also clear of the toolbar at
   // its top right, which a touch screen keeps shown), each at a word's end; the margin above grows with them.
+  // Plotly's line break, spelled without "<": Streamlit's sanitizer (DOMPurify) drops a whole script whose
+  // text holds "<" before a letter or "/", as it drops markup hidden in text
+  const BREAK = "\u003cbr>";
   const TOOLBAR = 110;  // px: Plotly's mode bar and Streamlit's element toolbar
   const wrapped = (element, text, room) => {
-    if (!element || !text || text.includes("<br>")) return null;
+    if (!element || !text || text.includes(BREAK)) return null;
     const width = element.getBBox().width;
     if (!room || width <= room) return null;
     const perLine = Math.max(10, Math.floor(text.length * room / width));
@@ -81,12 +84,15 @@
     let more = 0;
     const main = wrapped(chart.querySelector(".gtitle"), typeof title === "string" ? title : title.text, room - TOOLBAR);
     if (main && typeof title !== "string") {
-      update["title.text"] = main.join("<br>");
-      more += (main.length - 1) * TITLE_LINE;
+      update["title.text"] = main.join(BREAK);
+      // a title centred in the margin (Plotly's y "auto") grows both ways: twice its new lines keep it as
+      // clear of the plot as before (one pinned to the top edge grows down only)
+      const centred = title.y === undefined || title.y === "auto";
+      more += (main.length - 1) * TITLE_LINE * (centred ? 2 : 1);
     }
     const sub = wrapped(chart.querySelector(".gtitle-subtitle"), title.subtitle && title.subtitle.text, room);
     if (sub) {
-      update["title.subtitle.text"] = sub.join("<br>");
+      update["title.subtitle.text"] = sub.join(BREAK);
       more += (sub.length - 1) * SUBTITLE_LINE;
     }
     if (!more) return;
@@ -101,18 +107,20 @@
     chart.__attentionVizFitted = chart.data;  // this figure is done; a new one from the server is adapted again
     chart.__attentionVizFittedAt = done;
     const heatmaps = chart.data.map((trace, i) => [trace, i]).filter(([t]) => t.type === "heatmap");
+    const phone = heatmaps.length === 1 && window.innerWidth < PHONE && heatmaps[0][0].showscale !== false;
+    if (phone && chart.__attentionVizPhone !== chart.data) {
+      chart.__attentionVizPhone = chart.data;
+      // the matrix first takes the room, then its labels and titles are fitted to the width it has then
+      Promise.all([
+        window.Plotly.restyle(chart, { "colorbar.thickness": 8, "colorbar.title.text": "", "colorbar.tickfont.size": 9,
+                                       "colorbar.xpad": 4 }, [heatmaps[0][1]]),
+        window.Plotly.relayout(chart, { "margin.r": 8, "yaxis.title.text": "" }),
+      ]).then(() => { chart.__attentionVizFittedAt = null; adapt(chart); });
+      return;
+    }
     const update = {};
     wrapTitles(chart, update);
-    if (heatmaps.length === 1) {  // one matrix of tokens (the grids of many heads label no tokens)
-      const phone = window.innerWidth < PHONE && heatmaps[0][0].showscale !== false;
-      if (phone && chart.__attentionVizPhone !== chart.data) {
-        chart.__attentionVizPhone = chart.data;
-        Object.assign(update, { "margin.r": 8, "yaxis.title.text": "" });
-        window.Plotly.restyle(chart, { "colorbar.thickness": 8, "colorbar.title.text": "", "colorbar.tickfont.size": 9,
-                                       "colorbar.xpad": 4 }, [heatmaps[0][1]]);
-      }
-      tokenAxes(chart, update);
-    }
+    if (heatmaps.length === 1) tokenAxes(chart, update);  // one matrix of tokens (grids of many heads label none)
     if (Object.keys(update).length) window.Plotly.relayout(chart, update);
   };
   let pending = null;

@@ -17,8 +17,11 @@ from .private_api import (STREAMLIT_CAPTION_TESTID, STREAMLIT_ELEMENT_CLASS, STR
 # Captions in the text's own colour at 80 % opacity: Streamlit's faded grey reads at under 4.5:1 on
 # white (WCAG AA for small text); this reads above it on the light and on the dark theme alike.
 CAPTIONS = f"[data-testid='{STREAMLIT_CAPTION_TESTID}'] {{ color: inherit !important; opacity: 0.8; }}"
-# Streamlit leaves 6rem above the page's title; 2rem keeps the first heatmap on the first screen.
-MAIN_TOP = f"[data-testid='{STREAMLIT_MAIN_TESTID}'] {{ padding-top: 2rem; }}"
+# Streamlit leaves 6rem above the page's title, and 1.25rem inside the title above its text; 2rem and, on
+# a wider window (where no sidebar button sits beside the title), none inside keep the first heatmap on a
+# laptop's first screen.
+MAIN_TOP = (f"[data-testid='{STREAMLIT_MAIN_TESTID}'] {{ padding-top: 2rem; }} "
+            f"@media (min-width: 640px) {{ [data-testid='{STREAMLIT_MAIN_TESTID}'] h1 {{ padding-top: 0; }} }}")
 # A touch screen has no Ctrl+Enter: the box applies when the keyboard closes (a tap outside it).
 NO_KEYS_ON_TOUCH = (f"@media (pointer: coarse) {{ [data-testid='{STREAMLIT_INSTRUCTIONS_TESTID}'] "
                     "{ display: none !important; } }")
