@@ -32,9 +32,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from ..core.attention import family_scores, kv_groups, repeat_kv, softmax_with_sinks
 from ..core.hooks import HookPoint, interventions_active
@@ -86,15 +83,14 @@ def attention_forward(module: nn.Module, query: torch.Tensor, key: torch.Tensor,
                      softcap, sinks is not None))
     if points is None or not interventions_active():
         if softcap is None and sinks is None:
-            return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
-                                          scaling=scaling, **extras)
+            return _sdpa(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **extras)
         points = None
     if points is not None:
         query, key, value = points["q"](query), points["k"](key), points["v"](value)
     observed = points is not None and (points["scores"].wanted() or points["pattern"].wanted())
     if not observed and softcap is None and sinks is None and not torch.is_grad_enabled():
-        context = sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
-                                         scaling=scaling, **extras)[0].transpose(1, 2)  # (B, h, Tq, d)
+        context = _sdpa(module, query, key, value, attention_mask, dropout=dropout,
+                        scaling=scaling, **extras)[0].transpose(1, 2)  # (B, h, Tq, d)
         weights = None
     else:
         allowed = _allowed(module, attention_mask, query.size(-2), key.size(-2), query.device, extras)
@@ -133,8 +129,19 @@ def _allowed(module: nn.Module, mask: torch.Tensor | None, queries: int, keys: i
 # -- registration --------------------------------------------------------------------------------
 
 
+_sdpa: Callable = None  # type: ignore[assignment]  # transformers' SDPA attention, bound by register()
+
+
 def register() -> None:
-    """Make :data:`IMPLEMENTATION` loadable (idempotent): our attention function and the SDPA mask."""
+    """Make :data:`IMPLEMENTATION` loadable (idempotent): our attention function and the SDPA mask.
+    Called when a model loads, not on import: transformers' attention modules set process environment
+    (torch's inductor cache folder) when they are imported."""
+    global _sdpa
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    _sdpa = sdpa_attention_forward
     if IMPLEMENTATION not in AttentionInterface._global_mapping:
         AttentionInterface.register(IMPLEMENTATION, attention_forward)
         AttentionMaskInterface.register(IMPLEMENTATION, sdpa_mask)
