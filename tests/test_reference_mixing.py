@@ -133,7 +133,7 @@ def test_value_zeroing_of_a_decoder_running_in_transformers_reads_no_future_toke
     length = len(result.tokens)
     got = mixing_arrays(backend, result, ("value_zeroing",))
     inputs = torch.tensor([result.tokens.ids])
-    for index, layer in enumerate(backend.model.layers):
+    for index, layer in enumerate(backend.model.base_model.layers):  # the causal LM's decoder stack
         scores = zeroing_by_hand(lambda: backend.model(inputs, use_cache=False), layer.self_attn.v_proj, layer, length)
         np.testing.assert_allclose(got[hook_name(DECODER_SELF, index, "value_zeroing")], normalized(scores),
                                    rtol=0, atol=1e-4)
