@@ -170,7 +170,8 @@ class Backend(ABC):
 
     def _cannot_read_long(self) -> ModelError:
         return ModelError(f"{self.name} cannot read inputs longer than {self.max_tokens} tokens here "
-                          "(decoders that run in our own Transformer can, up to their own position limit)")
+                          "(decoders can — ours, and transformers' through our attention function — up to their own "
+                          "position limit)")
 
     def layer_states(self, text: str, kinds: Collection[str] = ("pattern",)) -> tuple[AttentionResult, "np.ndarray | None"]:
         """:meth:`run` plus every layer's output token representations ``(layers, T, d_model)`` from

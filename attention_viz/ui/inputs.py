@@ -35,12 +35,16 @@ NOTICE_SENTENCE = "_too_long_sentence"  # the sentence the page showed with the 
 LONG_FILE_HELP = (
     f"For texts longer than the box's {MAX_TEXT:,} characters: a .txt file (UTF-8, or UTF-16 with its byte-order "
     f"mark) up to {MAX_FILE_BYTES // 1000} KB. "
-    "While a file is loaded it replaces the box's sentence. Decoders that run in our own Transformer read all of "
+    "While a file is loaded it replaces the box's sentence. Decoders (ours, and transformers' with our attention "
+    "function) read all of "
     "it (up to their longest input) in the Head and All heads views; other models read what they can."
 )
-IMPLEMENTATIONS = {  # result.meta["implementation"] → the caption under the model
+IMPLEMENTATIONS = {  # whose code runs the forward (and, in transformers, whose attention) → the caption
     "ours": "Runs in our own Transformer (written from scratch here; every step can be captured).",
-    "transformers": "Runs in the transformers library (eager attention): its attention weights only.",
+    "transformers": "Runs in the transformers library, with our attention function in its attention registry: "
+                    "every step can be captured, heads removed and patched.",
+    "transformers eager": "Runs in the transformers library (eager attention: this family computes attention in "
+                          "code of its own, outside transformers' registry): its attention weights only.",
 }
 
 
@@ -154,15 +158,19 @@ def model_shape(model: str) -> str | None:
 
 
 def model_implementation(model: str) -> str | None:
-    """``ours`` / ``transformers``: whose code runs the forward; None while an ``hf:`` model does not load."""
+    """A key of IMPLEMENTATIONS: whose code runs the forward (transformers' eager attention where the family
+    bypasses the registry, and only the weights can be captured); None while an ``hf:`` model does not load."""
     if model in MODELS:
         return MODELS[model].implementation
     if model == HF_PREFIX:
         return None
     try:
-        return cache.backend(model).implementation
+        backend = cache.backend(model)
     except Exception:  # noqa: BLE001 - the model run below reports the same failure, in one line
         return None
+    if backend.implementation == "transformers" and "q" not in backend.kinds:
+        return "transformers eager"
+    return backend.implementation
 
 
 def model_placement(model: str) -> str | None:
