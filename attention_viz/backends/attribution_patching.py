@@ -24,7 +24,8 @@ import torch
 from ..analysis.patching import Patching, check_restorable, check_site
 from ..core.hooks import capture, intervene
 from .base import Backend
-from .patching import Side, enumerate_sites, hooks_for, patch_target, sides, target_device
+from .patch_sides import Side, patch_target, sides, target_device
+from .patching import enumerate_sites, hooks_for
 
 KINDS = {"heads": "context", "head_positions": "context", "resid": "resid_pre", "patterns": "pattern"}
 

@@ -36,7 +36,7 @@ from ..core.names import DECODER_SELF, hook_name, layer_hook_name
 from ..errors import ModelError
 from .base import Backend
 from .ours import device_of
-from .patching import Side, patchable_model, sides
+from .patch_sides import Side, patchable_model, sides
 
 
 def circuit_model(backend: Backend) -> Transformer:

@@ -18,7 +18,7 @@ from ..errors import ModelError
 from ..core.model import Transformer
 from .base import Backend, check_text
 from .ours import device_of
-from .patching import _appended_id, _vocab_id
+from .patch_sides import _appended_id, _vocab_id
 from .residual_stream import decoder_with_unembedding, residual_stream
 
 WHAT = "direct logit attribution"

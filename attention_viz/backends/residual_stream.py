@@ -20,7 +20,7 @@ from ..core.model import DecoderLayer, Transformer
 from ..core.names import DECODER_SELF, hook_name, layer_hook_name
 from ..errors import ModelError
 from .base import Backend
-from .patching import patchable_model
+from .patch_sides import patchable_model
 
 
 def decoder_with_unembedding(backend: Backend, what: str) -> Transformer:
