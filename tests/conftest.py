@@ -101,6 +101,19 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 # more than one in a tab that has loaded the app before (its renderer is warm); pages from disk get
 # their own tab because a tab that goes from the app to a file and back changes renderer, and starts
 # cold, each time.
+@pytest.fixture(autouse=True)
+def torch_threads_kept():
+    """A test that sets torch's thread count (an atlas worker made in-process sets it to its share of the
+    cores) gets it back afterwards: a float32 forward's last bits depend on how its sums are split over
+    threads, so later tests comparing two runs (one cached under the old count) would differ by ~1e-6."""
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None and before is not None and torch.get_num_threads() != before:
+        torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def app_url() -> Iterator[str]:
     from browser import served_app
