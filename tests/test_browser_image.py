@@ -64,9 +64,13 @@ def test_a_seeded_scene_then_a_vit_folder_shows_one_head_every_head_and_rollout(
         "t => [...document.querySelectorAll('.js-plotly-plot .gtitle')].some(e => e.textContent.includes(t))",
         arg="layer 0, head 0", timeout=120_000,
     )
-    # one head's map, then 3 heads and 2 rollout layers in the strips
+    # the 3 heads' and 2 rollout layers' strips, waited for by their own titles: the scene's 1 + 12 maps
+    # may still be on the page while the folder's draw, so counting images alone can pass too early
+    page.wait_for_function(
+        "ts => ts.every(t => [...document.querySelectorAll('.js-plotly-plot .annotation-text')]"
+        ".some(e => e.textContent.includes(t)))",
+        arg=["head 2", "after layer 1"], timeout=60_000,
+    )
     page.wait_for_function(f"() => document.querySelectorAll('{OVERLAY}').length >= 1 + 3 + 2", timeout=60_000)
-    titles = " ".join(page.locator(".js-plotly-plot .annotation-text").all_text_contents())
-    assert "head 2" in titles and "after layer 1" in titles
     assert drawn_pixels(page.locator(OVERLAY).first.get_attribute("href")).shape == (256, 256, 3)  # 32 px × 8
     assert no_error_shown(page)
