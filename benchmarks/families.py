@@ -1,6 +1,7 @@
 """Random checkpoints of the families people open, built offline with transformers' own classes (tiny
 for the registry tests, larger for benchmarks.registry): each folder holds config.json,
-model.safetensors and a word-level tokenizer, as a real checkpoint would."""
+model.safetensors and a tokenizer (word-level; byte-level BPE where transformers builds one whatever the
+file says), as a real checkpoint would."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import torch
 import transformers as tf
-from tokenizers import Tokenizer, models, pre_tokenizers, processors
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
 WORDS = "the cat sat on mat a dog ran to park and it was tired because when mary john gave drink".split()
@@ -45,12 +46,31 @@ DECODERS: dict[str, tuple[type, dict, type]] = {
 OTHERS = ("gpt2", "gpt-neox", "bert", "bart", "t5")
 
 
-def save_tokenizer(folder: Path, template: str = "<s> $A") -> None:
-    vocab = {token: i for i, token in enumerate([*SPECIALS, *WORDS])}
-    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.add_special_tokens(SPECIALS)
-    specials = [(t, vocab[t]) for t in ("<s>", "</s>") if t in template]
+def byte_level_bpe() -> Tokenizer:
+    """A byte-level BPE trained on WORDS, each word (after a space) one token: transformers 5 rebuilds a
+    qwen2 folder's tokenizer as byte-level BPE from its vocabulary and merges, so a word-level one would
+    come back as bytes it has no merges for."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=1000, special_tokens=SPECIALS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator([" ".join(WORDS)] * 50, trainer=trainer)
+    return tokenizer
+
+
+BYTE_LEVEL = ("qwen2.5",)  # families whose folder gets byte_level_bpe()
+BPE_VOCAB = byte_level_bpe().get_vocab_size()
+
+
+def save_tokenizer(folder: Path, template: str = "<s> $A", byte_level: bool = False) -> None:
+    if byte_level:
+        tokenizer = byte_level_bpe()
+    else:
+        tokenizer = Tokenizer(models.WordLevel({t: i for i, t in enumerate([*SPECIALS, *WORDS])}, unk_token="<unk>"))
+        tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+        tokenizer.add_special_tokens(SPECIALS)
+    specials = [(t, tokenizer.token_to_id(t)) for t in ("<s>", "</s>") if t in template]
     tokenizer.post_processor = processors.TemplateProcessing(single=template, special_tokens=specials)
     PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
                             pad_token="<pad>").save_pretrained(folder)
@@ -103,6 +123,7 @@ def model_of(family: str, **changes) -> torch.nn.Module:
 def save_family(folder: Path, family: str, **changes) -> Path:
     """``folder`` with a tiny random checkpoint of ``family`` and its tokenizer."""
     folder.mkdir(parents=True, exist_ok=True)
-    save_tokenizer(folder, "$A </s>" if family == "t5" else "<s> $A")
-    model_of(family, **changes).save_pretrained(folder)
+    byte_level = family in BYTE_LEVEL
+    save_tokenizer(folder, "$A </s>" if family == "t5" else "<s> $A", byte_level)
+    model_of(family, **({"vocab_size": BPE_VOCAB} if byte_level else {}), **changes).save_pretrained(folder)
     return folder
