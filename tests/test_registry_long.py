@@ -85,6 +85,7 @@ def test_blockwise_patterns_equal_transformers_eager_past_the_capture_limit(fold
     assert overview.max.max() <= 1 + 1e-5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("passes", [NUMPY_PASSES, TORCH_PASSES], ids=["numpy", "torch"])
 @pytest.mark.parametrize("family", EXTRAS)
 def test_every_long_view_applies_the_soft_cap_and_the_sinks(extras, family, passes):

@@ -38,7 +38,7 @@ def long_refusal(registry: RegistryModel, name: str) -> str | None:
         return f"{name} is {registry.shape}: long inputs are read by decoder-only models"
     for site in registry.sites:
         if site.sinks and _sink_logits(registry, site) is None:
-            return (f"{name} passes attention sinks from a module without a one-per-head `sinks` tensor, so the "
+            return (f"{name} passes attention sinks from a module without a sinks tensor of one logit a head, so the "
                     "blockwise passes behind long inputs cannot read their logits")
     return None
 
