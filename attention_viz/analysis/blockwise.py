@@ -238,7 +238,8 @@ def _tiles(q: np.ndarray, k: np.ndarray, rows: range, cols: range, tile: int, ca
     Σ exp(s − that largest), float32 (len(rows), tiles); −inf and 0 for tiles wholly in the future
     or wholly before the ``window`` (never computed: the chunks start at the band's first tile).
     q is scaled by 1/√d_k already; ``chunk`` (whole tiles) keys at a time, to stay in cache.
-    ``sums=False``: the maxima alone (sums left 0) — max pooling with known normalizers needs no exp.
+    ``sums=False``: the maxima alone (sums left 0) — max pooling with known normalizers needs no exp,
+    and a ``softcap`` only on the maxima (c · tanh(s / c) rises with s: the largest logit stays largest).
 
     The logits are laid out keys × rows: a tile's keys are then whole contiguous rows of the block,
     and its max, shift and sum run over long contiguous runs (about 3× faster than over tile-long ones).
@@ -252,7 +253,7 @@ def _tiles(q: np.ndarray, k: np.ndarray, rows: range, cols: range, tile: int, ca
     start = cols.start + (_first_key(rows, cols, window) - cols.start) // tile * tile  # chunks hold whole tiles
     for c0 in range(start, last, chunk):
         part = range(c0, min(last, c0 + chunk))
-        s = _softcapped(k[part.start : part.stop] @ queries, softcap)  # (keys, rows) float32
+        s = _softcapped(k[part.start : part.stop] @ queries, softcap if sums else None)  # (keys, rows) float32
         if causal:
             _mask_outside(s.T, rows, part, window)
         width = math.ceil(len(part) / tile) * tile
@@ -267,6 +268,9 @@ def _tiles(q: np.ndarray, k: np.ndarray, rows: range, cols: range, tile: int, ca
         s -= np.where(np.isfinite(block_max), block_max, 0.0)[:, None, :]
         np.exp(s, out=s)
         tile_sum[:, first : first + block_max.shape[0]] = (ones @ s).T  # BLAS: the sum over each tile
+    if not sums and softcap is not None:
+        seen = np.isfinite(tile_max)
+        tile_max[seen] = _softcapped(tile_max[seen], softcap)
     return tile_max, tile_sum
 
 

@@ -104,7 +104,8 @@ def _tiles(q: torch.Tensor, k: torch.Tensor, rows: range, cols: range, tile: int
            sums: bool, window: int | None, softcap: float | None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """For each row of ``rows`` and each tile of ``tile`` keys of ``cols``: the largest logit and
     Σ exp(s − that largest), float32 (len(rows), tiles); −inf and 0 for tiles no row of the block
-    sees. ``chunk`` (whole tiles) keys per product; ``sums=False``: the maxima alone."""
+    sees. ``chunk`` (whole tiles) keys per product; ``sums=False``: the maxima alone (a ``softcap`` on
+    the maxima only: c · tanh(s / c) rises with s)."""
     n_tiles = math.ceil(len(cols) / tile)
     tile_max = torch.full((len(rows), n_tiles), NEG_INF, dtype=torch.float32, device=q.device)
     tile_sum = torch.zeros((len(rows), n_tiles), dtype=torch.float32, device=q.device)
@@ -112,7 +113,7 @@ def _tiles(q: torch.Tensor, k: torch.Tensor, rows: range, cols: range, tile: int
     start = cols.start + (_first_key(rows, cols, window) - cols.start) // tile * tile  # whole tiles
     for c0 in range(start, last, chunk):
         part = range(c0, min(last, c0 + chunk))
-        s = _logits(q, k, rows, part, causal, window, softcap)  # (rows, keys)
+        s = _logits(q, k, rows, part, causal, window, softcap if sums else None)  # (rows, keys)
         width = math.ceil(len(part) / tile) * tile
         if width != len(part):
             s = torch.nn.functional.pad(s, (0, width - len(part)), value=NEG_INF)
@@ -124,6 +125,9 @@ def _tiles(q: torch.Tensor, k: torch.Tensor, rows: range, cols: range, tile: int
             shift = torch.where(torch.isfinite(block_max), block_max, 0.0)
             s.sub_(shift[:, :, None]).exp_()  # in place: the block's logits are ours alone
             tile_sum[:, first : first + block_max.shape[1]] = s.sum(dim=2)
+    if not sums and softcap is not None:
+        seen = torch.isfinite(tile_max)
+        tile_max[seen] = _softcapped(tile_max[seen], softcap)
     return tile_max, tile_sum
 
 
