@@ -22,6 +22,12 @@ the layer's ``window`` (None: the whole causal past); keys outside the band get 
 exactly 0), the normalizers sum over the band alone, and the passes start each block of rows at the
 first key its band reaches, so a windowed head costs T × (W + block) logits instead of T²/2.
 
+Two family extras change the logits or the normalizers, and every function takes them too:
+``softcap`` c (Gemma 2) soft-caps each logit, s → c · tanh(s / c), after the scaling and before the
+mask; ``sink`` (GPT-OSS) is the head's sink logit, which joins every row's normalizer,
+lse[r] = log(Σ_c exp(s[r, c]) + exp(sink)), but reads no value, so a row sums to less than 1.
+:func:`head_logits` reads both, and the window, of one head of a :class:`QueriesKeys`.
+
 Precision and speed. The pooled passes (overview, zooms) are the heavy part — T²/2 logits per head,
 half a billion at 32k tokens — and run in float32: BLAS for the logits, numpy's SIMD exp, column
 chunks that stay in the core's cache, the row blocks spread over the cores on threads (numpy releases
@@ -61,6 +67,8 @@ class QueriesKeys(Protocol):
     n_heads: int
     # per layer: the sliding window each query's keys are limited to; None for the whole causal past
     window: list[int | None]
+    softcap: list[float | None]  # per layer: c of the logits' soft-capping c · tanh(s / c); None: none
+    sinks: list[np.ndarray | None]  # per layer: each query head's sink logit (h,); None: no sinks
 
     def layer(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
         """q (h, T, d_k) and k (h_kv, T, d_k) of one layer."""
@@ -71,8 +79,34 @@ class QueriesKeys(Protocol):
         ...
 
     def normalizers(self, layer: int, head: int | None = None) -> np.ndarray:
-        """One head's (T,) log Σ exp of each row's logits; every head's (h, T) when ``head`` is None."""
+        """One head's (T,) log Σ exp of each row's logits (its sink's exp added); every head's (h, T)
+        when ``head`` is None."""
         ...
+
+
+@dataclass(frozen=True)
+class HeadLogits:
+    """What the passes take beside q and k to read one head's logits and normalizers as its model does."""
+
+    window: int | None = None
+    softcap: float | None = None
+    sink: float | None = None
+
+    @property
+    def options(self) -> dict[str, int | float | None]:
+        """Keywords of the passes that make their rows' normalizers."""
+        return dict(window=self.window, softcap=self.softcap, sink=self.sink)
+
+    @property
+    def given_lse(self) -> dict[str, int | float | None]:
+        """Keywords of the passes given the normalizers (:func:`rows_mixed`, :func:`cells`): the sink is in them."""
+        return dict(window=self.window, softcap=self.softcap)
+
+
+def head_logits(kept: QueriesKeys, layer: int, head: int) -> HeadLogits:
+    """One head's window, soft-cap and sink logit, from ``kept``."""
+    sinks = kept.sinks[layer]
+    return HeadLogits(kept.window[layer], kept.softcap[layer], None if sinks is None else float(sinks[head]))
 
 
 @dataclass(frozen=True)
@@ -159,6 +193,20 @@ def _scaled(q: np.ndarray, dtype: type) -> np.ndarray:
     return np.asarray(q, dtype=dtype) * dtype(1.0 / math.sqrt(q.shape[-1]))
 
 
+def _softcapped(s: np.ndarray, softcap: float | None) -> np.ndarray:
+    """c · tanh(s / c), in place (Gemma 2's soft-capped logits); ``s`` as it is without a cap."""
+    if softcap is not None:
+        s /= softcap
+        np.tanh(s, out=s)
+        s *= softcap
+    return s
+
+
+def _with_sink(lse: np.ndarray, sink: float | None) -> np.ndarray:
+    """The normalizers with the head's sink logit joined: log(exp(lse) + exp(sink))."""
+    return lse if sink is None else np.logaddexp(lse, sink)
+
+
 def _mask_outside(s: np.ndarray, rows: range, cols: range, window: int | None = None) -> None:
     """−inf (in place) where a key lies in the query's future (only keys after rows.start can) or,
     given a ``window``, W or more positions back (only keys before rows.stop − W can).
@@ -184,12 +232,14 @@ def _check_window(window: int | None, causal: bool) -> None:
 
 
 def _tiles(q: np.ndarray, k: np.ndarray, rows: range, cols: range, tile: int, causal: bool, chunk: int,
-           sums: bool = True, window: int | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+           sums: bool = True, window: int | None = None,
+           softcap: float | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """For each row of ``rows`` and each tile of ``tile`` keys of ``cols``: the largest logit and
     Σ exp(s − that largest), float32 (len(rows), tiles); −inf and 0 for tiles wholly in the future
     or wholly before the ``window`` (never computed: the chunks start at the band's first tile).
     q is scaled by 1/√d_k already; ``chunk`` (whole tiles) keys at a time, to stay in cache.
-    ``sums=False``: the maxima alone (sums left 0) — max pooling with known normalizers needs no exp.
+    ``sums=False``: the maxima alone (sums left 0) — max pooling with known normalizers needs no exp,
+    and a ``softcap`` only on the maxima (c · tanh(s / c) rises with s: the largest logit stays largest).
 
     The logits are laid out keys × rows: a tile's keys are then whole contiguous rows of the block,
     and its max, shift and sum run over long contiguous runs (about 3× faster than over tile-long ones).
@@ -203,7 +253,7 @@ def _tiles(q: np.ndarray, k: np.ndarray, rows: range, cols: range, tile: int, ca
     start = cols.start + (_first_key(rows, cols, window) - cols.start) // tile * tile  # chunks hold whole tiles
     for c0 in range(start, last, chunk):
         part = range(c0, min(last, c0 + chunk))
-        s = k[part.start : part.stop] @ queries  # (keys, rows) float32
+        s = _softcapped(k[part.start : part.stop] @ queries, softcap if sums else None)  # (keys, rows) float32
         if causal:
             _mask_outside(s.T, rows, part, window)
         width = math.ceil(len(part) / tile) * tile
@@ -218,6 +268,9 @@ def _tiles(q: np.ndarray, k: np.ndarray, rows: range, cols: range, tile: int, ca
         s -= np.where(np.isfinite(block_max), block_max, 0.0)[:, None, :]
         np.exp(s, out=s)
         tile_sum[:, first : first + block_max.shape[0]] = (ones @ s).T  # BLAS: the sum over each tile
+    if not sums and softcap is not None:
+        seen = np.isfinite(tile_max)
+        tile_max[seen] = _softcapped(tile_max[seen], softcap)
     return tile_max, tile_sum
 
 
@@ -236,6 +289,7 @@ def _cells(length: int, tile: int) -> np.ndarray:
 def overview(
     q: np.ndarray, k: np.ndarray, tiles: int = 512, causal: bool = True, block_rows: int = 256, chunk: int = 256,
     workers: int | None = None, lse: np.ndarray | None = None, window: int | None = None,
+    softcap: float | None = None, sink: float | None = None,
 ) -> Overview:  # fmt: skip
     """One pass: normalizers and the max-/mean-pooled pattern of one head (float32, ~1e-5 relative).
 
@@ -244,7 +298,8 @@ def overview(
     cores this process may use, at most 4). Given ``lse`` (T,) (the normalizers the forward's fused
     attention returned), the pass takes each tile's largest logit alone — no exp, about a third of
     the work — and gives the max-pooled tiles only (``mean`` None). ``window``: the layer's sliding
-    window (the normalizers are then over each row's band).
+    window (the normalizers are then over each row's band). ``softcap``, ``sink``: the head's extras
+    (the module's docstring); a given ``lse`` has the sink in it already.
     """
     _check_window(window, causal)
     q, k = _scaled(q, np.float32), np.asarray(k, dtype=np.float32)
@@ -259,7 +314,7 @@ def overview(
     pooled_sum = np.zeros((n_tiles, n_tiles), dtype=np.float64)
 
     def block(rows: range) -> None:
-        tile_max, tile_sum = _tiles(q, k, rows, range(n), t, causal, chunk, sums, window)
+        tile_max, tile_sum = _tiles(q, k, rows, range(n), t, causal, chunk, sums, window, softcap)
         # only the tile columns the rows' band reaches: the rest stay 0 (half the columns of a causal
         # block on average, ~(W + block) / t of them with a window)
         seen = range(_first_key(rows, range(n), window) // t, math.ceil(min(n, rows.stop) / t) if causal else n_tiles)
@@ -268,7 +323,7 @@ def overview(
         if sums:
             row_max = tile_max.max(axis=1)
             total = (tile_sum * np.exp(np.where(finite, tile_max - row_max[:, None], -np.inf))).sum(axis=1)
-            lse[rows.start : rows.stop] = row_max + np.log(total)
+            lse[rows.start : rows.stop] = _with_sink(row_max + np.log(total), sink)
         # each tile's probabilities for each row: max = exp(tile_max − lse), sum = tile_sum · exp(tile_max − lse)
         rel = np.exp(np.where(finite, tile_max - lse[rows.start : rows.stop, None], -np.inf))
         first = rows.start // t  # the block's rows are whole row tiles (the last maybe partial)
@@ -283,18 +338,20 @@ def overview(
 
 
 def _logits64(q: np.ndarray, k: np.ndarray, rows: range, cols: range, causal: bool,
-              window: int | None = None) -> np.ndarray:  # fmt: skip
-    """(len(rows), len(cols)) float64 logits, −inf outside the band; q scaled already."""
-    s = q[rows.start : rows.stop] @ k[cols.start : cols.stop].T
+              window: int | None = None, softcap: float | None = None) -> np.ndarray:  # fmt: skip
+    """(len(rows), len(cols)) float64 logits, soft-capped given ``softcap``, −inf outside the band;
+    q scaled already."""
+    s = _softcapped(q[rows.start : rows.stop] @ k[cols.start : cols.stop].T, softcap)
     if causal:
         _mask_outside(s, rows, cols, window)
     return s
 
 
 def normalizers(q: np.ndarray, k: np.ndarray, rows: range, causal: bool = True, chunk: int = 4096,
-                window: int | None = None) -> np.ndarray:  # fmt: skip
+                window: int | None = None, softcap: float | None = None,
+                sink: float | None = None) -> np.ndarray:  # fmt: skip
     """The exact lse of ``rows`` (float64): a row pass over every key they see (rows × T logits;
-    rows × (W + rows) with a ``window``)."""
+    rows × (W + rows) with a ``window``), the ``sink``'s exp in each row's sum."""
     _check_window(window, causal)
     q, k = _scaled(q, np.float64), np.asarray(k, dtype=np.float64)
     last = rows.stop if causal else k.shape[0]
@@ -302,21 +359,22 @@ def normalizers(q: np.ndarray, k: np.ndarray, rows: range, causal: bool = True, 
     total = np.zeros(len(rows))
     with _ONE_BLAS_THREAD:
         for c0 in range(_first_key(rows, range(last), window), last, chunk):
-            s = _logits64(q, k, rows, range(c0, min(last, c0 + chunk)), causal, window)
+            s = _logits64(q, k, rows, range(c0, min(last, c0 + chunk)), causal, window, softcap)
             new_max = np.maximum(row_max, s.max(axis=1))  # −inf for a row whose band starts in a later chunk
             shift = np.where(np.isfinite(new_max), new_max, 0.0)[:, None]
             total = total * np.exp(row_max - shift[:, 0]) + np.exp(s - shift).sum(axis=1)
             row_max = new_max
-    return row_max + np.log(total)
+    return _with_sink(row_max + np.log(total), sink)
 
 
 def pattern_block(q: np.ndarray, k: np.ndarray, rows: range, cols: range, causal: bool = True,
-                  window: int | None = None) -> np.ndarray:  # fmt: skip
+                  window: int | None = None, softcap: float | None = None,
+                  sink: float | None = None) -> np.ndarray:  # fmt: skip
     """The exact probabilities P[rows, cols] (float32 from float64 math), with its rows' own
     normalizers; exactly 0 outside the band of a ``window``."""
-    lse = normalizers(q, k, rows, causal, window=window)
+    lse = normalizers(q, k, rows, causal, window=window, softcap=softcap, sink=sink)
     with _ONE_BLAS_THREAD:
-        s = _logits64(_scaled(q, np.float64), np.asarray(k, dtype=np.float64), rows, cols, causal, window)
+        s = _logits64(_scaled(q, np.float64), np.asarray(k, dtype=np.float64), rows, cols, causal, window, softcap)
     return np.exp(s - lse[:, None]).astype(np.float32)
 
 
@@ -333,27 +391,30 @@ def pooled_region(
     chunk: int = 256,
     workers: int | None = None,
     window: int | None = None,
+    softcap: float | None = None,
+    sink: float | None = None,
 ) -> tuple[np.ndarray, int, int]:
     """A zoomed rectangle pooled to at most ``tiles`` × ``tiles``: (pooled, tile_rows, tile_cols).
 
     ``lse`` holds the normalizers of every row (the overview's). Pooled like the overview (float32;
     max pooling needs only each tile's largest logit, no exp: about a third of the work of mean);
     a region no larger than ``tiles`` each way comes back cell for cell, exact (:func:`pattern_block`).
-    ``window``: the layer's sliding window, as ``lse`` was made with.
+    ``window``, ``softcap``, ``sink``: the head's, as ``lse`` was made with (``sink`` only reaches the
+    exact cells, whose rows' normalizers are recomputed).
     """
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
     _check_window(window, causal)
     tr, tc = tile_size(len(rows), tiles), tile_size(len(cols), tiles)
     if tr == tc == 1:
-        return pattern_block(q, k, rows, cols, causal, window), 1, 1
+        return pattern_block(q, k, rows, cols, causal, window, softcap, sink), 1, 1
     q, k = _scaled(q, np.float32), np.asarray(k, dtype=np.float32)
     out = np.zeros((math.ceil(len(rows) / tr), math.ceil(len(cols) / tc)), dtype=np.float32)
     chunk = max(tc, chunk // tc * tc)
 
     def block(local: range) -> None:  # rows of the region, counted from its first
         part = range(rows.start + local.start, rows.start + local.stop)
-        tile_max, tile_sum = _tiles(q, k, part, cols, tc, causal, chunk, pooling == "mean", window)
+        tile_max, tile_sum = _tiles(q, k, part, cols, tc, causal, chunk, pooling == "mean", window, softcap)
         rel = np.exp(np.where(np.isfinite(tile_max), tile_max - lse[part.start : part.stop, None], -np.inf))
         if pooling == "max":
             pooled = _pool_rows(rel, tr, "max")
@@ -368,11 +429,13 @@ def pooled_region(
 
 
 def rows_mixed(q: np.ndarray, k: np.ndarray, lse: np.ndarray, weights: np.ndarray, block_rows: int = 256,
-               workers: int | None = None, window: int | None = None) -> np.ndarray:  # fmt: skip
+               workers: int | None = None, window: int | None = None,
+               softcap: float | None = None) -> np.ndarray:  # fmt: skip
     """Σ_r weights[r] · P[r, :] over the first len(weights) rows of a causal head: (len(weights),)
     float64, the pattern's rows mixed by ``weights``, a block of rows at a time (one step of a token's
     attention rollout through a layer). Blocks whose weights are all 0 are skipped; logits and exps in
-    float32 as the pooled passes (~1e-5 relative), sums in float64. ``lse``: the rows' normalizers."""
+    float32 as the pooled passes (~1e-5 relative), sums in float64. ``lse``: the rows' normalizers (a
+    sink's exp in them already)."""
     _check_window(window, True)
     weights = np.asarray(weights, dtype=np.float64)
     n = len(weights)
@@ -385,7 +448,7 @@ def rows_mixed(q: np.ndarray, k: np.ndarray, lse: np.ndarray, weights: np.ndarra
         if not w.any():
             return
         cols = range(_first_key(rows, range(n), window), rows.stop)
-        s = q[rows.start : rows.stop] @ k[cols.start : cols.stop].T
+        s = _softcapped(q[rows.start : rows.stop] @ k[cols.start : cols.stop].T, softcap)
         _mask_outside(s, rows, cols, window)
         np.exp(s - lse[rows.start : rows.stop, None], out=s)
         parts[rows.start] = (cols.start, w.astype(np.float32) @ s)
@@ -398,10 +461,11 @@ def rows_mixed(q: np.ndarray, k: np.ndarray, lse: np.ndarray, weights: np.ndarra
 
 
 def cells(q: np.ndarray, k: np.ndarray, lse: np.ndarray, rows: np.ndarray, keys: np.ndarray,
-          window: int | None = None, chunk: int = 65536) -> np.ndarray:  # fmt: skip
+          window: int | None = None, chunk: int = 65536, softcap: float | None = None) -> np.ndarray:  # fmt: skip
     """P[rows[i], keys[i]] for each i (float64): exp(q_r · k_c / √d_k − lse_r) with the rows' normalizers,
     exactly 0 where the key is in the row's future or outside its ``window`` — scattered cells (the head
-    detector's targets) without their rows' other keys. ``chunk`` cells at a time."""
+    detector's targets) without their rows' other keys. ``chunk`` cells at a time; the logits soft-capped
+    given ``softcap`` (a ``sink`` is in ``lse`` already)."""
     rows, keys = np.asarray(rows, dtype=np.int64), np.asarray(keys, dtype=np.int64)
     lse = np.asarray(lse, dtype=np.float64)
     out = np.zeros(len(rows))
@@ -409,7 +473,7 @@ def cells(q: np.ndarray, k: np.ndarray, lse: np.ndarray, rows: np.ndarray, keys:
     for start in range(0, len(rows), chunk):
         r, c = rows[start : start + chunk], keys[start : start + chunk]
         logits = np.einsum("md,md->m", np.asarray(q[r], dtype=np.float64), np.asarray(k[c], dtype=np.float64))
-        out[start : start + len(r)] = np.exp(logits * scale - lse[r])
+        out[start : start + len(r)] = np.exp(_softcapped(logits * scale, softcap) - lse[r])
     out[(keys > rows) | ((rows - keys >= window) if window is not None else False)] = 0.0
     return out
 

@@ -1,10 +1,12 @@
 """The head detector's scores on a text longer than the capture limit (a decoder's), from the kept queries
 and keys. Every score's targets are sparse — the previous token, earlier copies of the token, the key
 after a copy, the sinks, the token itself, a fixed offset — so a row's share on them needs only those
-cells, exp(q_r · k_c / √d_k − lse_r) with the row's kept normalizer, never a T × T array. The targets
-and counted rows are those of :mod:`.detector`'s masks (a test compares them on a short text); where a
-score counts more than :data:`ROWS` rows, that many are taken evenly spaced, the share being a mean
-over rows."""
+cells, exp(s_rc − lse_r) with the row's kept normalizer (s_rc = q_r · k_c / √d_k, soft-capped where the
+model does), never a T × T array; a head with a sink logit (GPT-OSS) gives its rows less than 1 on the
+keys, and the share is of what they have, 1 − exp(sink − lse_r), as :mod:`.detector` divides by a row's
+total. The targets and counted rows are those of :mod:`.detector`'s masks (a test compares them on a
+short text); where a score counts more than :data:`ROWS` rows, that many are taken evenly spaced, the
+share being a mean over rows."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import numpy as np
 from ..runtime import progress
 from .detector import SCORES, ordinary_rows
 from .detector_view import OFFSET
+from .blockwise import head_logits
 from .long_input import LongInput
 
 ROWS = 4096  # counted rows a score reads at most: evenly spaced over the text
@@ -104,10 +107,12 @@ def long_scores(long: LongInput, offset: int, most: int = ROWS) -> dict[str, tup
         lse = long.kept.normalizers(layer)  # (heads, T): every head's, from the fused kernel
         for head in range(long.n_heads):
             q, k = long.kept.head(layer, head)
+            logits = head_logits(long.kept, layer, head)
             for name, t in chosen.items():
-                cells = long.passes.cells(q, k, lse[head], t.rows[t.cell_rows], t.cell_keys,
-                                          window=long.kept.window[layer])
+                cells = long.passes.cells(q, k, lse[head], t.rows[t.cell_rows], t.cell_keys, **logits.given_lse)
                 shares = np.bincount(t.cell_rows, weights=cells, minlength=len(t.rows))
+                if logits.sink is not None:  # of the row's weight on keys: Σ_c P[r, c] = 1 − exp(sink − lse_r)
+                    shares /= -np.expm1(logits.sink - lse[head][t.rows])
                 sums[name][layer, head] = np.clip(shares, 0.0, 1.0).sum()
         read.done()
     return {name: (sums[name], len(chosen[name].rows)) for name in chosen}

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..inputs.tokens import Tokens
 from .blockwise import (
-    POOLINGS, Overview, QueriesKeys, cells, overview, pattern_block, pooled_region, quantize, rows_mixed,
+    POOLINGS, Overview, QueriesKeys, cells, head_logits, overview, pattern_block, pooled_region, quantize, rows_mixed,
 )  # fmt: skip
 
 TILES = 512  # tiles per side: about a screen's width of heatmap
@@ -67,7 +67,7 @@ class LongInput:
         exp: about a third of the work)."""
         return self.passes.overview(*self.kept.head(layer, head), tiles=tiles,
                                     lse=None if means else self.kept.normalizers(layer, head),
-                                    window=self.kept.window[layer])
+                                    **head_logits(self.kept, layer, head).options)
 
     def read_every_head(self, means: bool) -> None:
         """Every layer's q/k and, unless ``means`` (the overviews then make their own), every head's
@@ -147,9 +147,9 @@ def long_heatmap(
     if pooling not in POOLINGS or colours not in COLOURS:
         raise ValueError(f"pooling must be one of {POOLINGS} and colours one of {COLOURS}")
     q, k = long.kept.head(layer, head)
-    window = long.kept.window[layer]  # None: the whole causal past
+    logits = head_logits(long.kept, layer, head).options  # its window (None: the whole past), soft-cap, sink
     if len(rows) <= tiles and len(cols) <= tiles:
-        exact = long.passes.pattern_block(q, k, rows, cols, window=window)
+        exact = long.passes.pattern_block(q, k, rows, cols, **logits)
         return LongHeatmap(rows, cols, 1, 1, pooling, None, float(exact.max()), exact, colours)
     everything = range(long.length)
     if rows == everything and cols == everything:
@@ -159,7 +159,7 @@ def long_heatmap(
         tile_rows, tile_cols = whole.tile_rows, whole.tile_cols
     else:
         pooled, tile_rows, tile_cols = long.passes.pooled_region(q, k, whole.lse, rows, cols, tiles=tiles,
-                                                                 pooling=pooling, window=window)
+                                                                 pooling=pooling, **logits)
     if colours == "log":
         return LongHeatmap(rows, cols, tile_rows, tile_cols, pooling, log_codes(pooled), 1.0, None, colours)
     packed = quantize(pooled, pooling)
@@ -194,7 +194,8 @@ def query_rows(long: LongInput, query: int) -> np.ndarray:
     rows, cols = range(query, query + 1), range(query + 1)
     return np.stack([
         np.stack([long.passes.pattern_block(*long.kept.head(layer, head), rows, cols,
-                                            window=long.kept.window[layer])[0] for head in range(long.n_heads)])
+                                            **head_logits(long.kept, layer, head).options)[0]
+                  for head in range(long.n_heads)])
         for layer in range(long.n_layers)
     ]).astype(np.float32)  # fmt: skip
 
@@ -204,14 +205,20 @@ def token_rollout(long: LongInput, query: int) -> np.ndarray:
     text, the row ``query`` of analysis.rollout's product of the layers' ½ Ā + ½ I (Ā the mean of heads):
     r = e_query, then from the last layer down r ← ½ mean_h(r · P_h) + ½ r, each r · P_h one blockwise
     pass over the rows r reaches (:func:`~.blockwise.rows_mixed`, from the kept normalizers). Rows after
-    the query never enter (causal), so the cost is a pass over (query + 1)²/2 logits a head."""
+    the query never enter (causal), so the cost is a pass over (query + 1)²/2 logits a head. Where sink
+    logits take a share of a head's rows (GPT-OSS), analysis.rollout renormalizes the rows of ½ Ā + ½ I:
+    r is divided by each row's sum first, ½ mean_h Σ_c P_h[r, c] + ½, with Σ_c P_h[r, c] = 1 − exp(sink − lse)."""
     if not 0 <= query < long.length:
         raise IndexError(f"query position {query} out of range for {long.length} tokens")
     mixed = np.zeros(query + 1)
     mixed[query] = 1.0
     for layer in reversed(range(long.n_layers)):
-        lse = long.kept.normalizers(layer)
-        heads = [long.passes.rows_mixed(*long.kept.head(layer, head), lse[head], mixed, window=long.kept.window[layer])
+        lse = long.kept.normalizers(layer)[:, : query + 1]
+        logits = [head_logits(long.kept, layer, head) for head in range(long.n_heads)]
+        on_keys = np.array([np.ones(query + 1) if h.sink is None else -np.expm1(h.sink - lse[i])
+                            for i, h in enumerate(logits)])  # fmt: skip
+        mixed = mixed / (0.5 * on_keys.mean(axis=0) + 0.5)
+        heads = [long.passes.rows_mixed(*long.kept.head(layer, head), lse[head], mixed, **logits[head].given_lse)
                  for head in range(long.n_heads)]  # fmt: skip
         mixed = 0.5 * np.mean(heads, axis=0) + 0.5 * mixed
     return mixed

@@ -4,10 +4,10 @@ without any (T, T) tensor: one forward in which every layer's context comes from
 rebuilt block by block on demand (:mod:`attention_viz.analysis.blockwise`), as for our own decoder.
 
 The blockwise passes read logits as q·k/√d_k; a family's own scaling (Gemma's query scalar, say) is
-folded into the kept queries, and each layer's sliding window comes from what the family passed the
-registry. Soft-capped logits (Gemma 2) and sinks (GPT-OSS) change every logit or every normaliser,
-which the passes do not model: such a model is refused here in one sentence, naming the extra.
-Memory: layers × (h + h_kv) × T × d_head floats of q/k, kept on the host as float32 numpy.
+folded into the kept queries, and each layer's sliding window, logit soft-cap (Gemma 2) and sinks
+(GPT-OSS: the module's ``sinks``, one logit a query head, which it passes the registry as ``s_aux``)
+come from what the family passed the registry, for the passes to apply where they make logits and
+normalizers. Memory: layers × (h + h_kv) × T × d_head floats of q/k, kept on the host as float32 numpy.
 """
 
 from __future__ import annotations
@@ -18,11 +18,18 @@ import threading
 import numpy as np
 import torch
 
-from ..analysis.blockwise import normalizers
+from ..analysis.blockwise import head_logits, normalizers
 from ..core.hooks import capture, intervene
 from ..core.names import DECODER_SELF, hook_name
 from ..errors import ModelError
+from .hf_attention import Site
 from .hf_model import RegistryModel
+
+
+def _sink_logits(registry: RegistryModel, site: Site) -> torch.Tensor | None:
+    """The (h,) sink logits a module with sinks passes the registry (its ``sinks``), else None."""
+    sinks = getattr(registry.module(site), "sinks", None)
+    return sinks if isinstance(sinks, torch.Tensor) and sinks.dim() == 1 else None
 
 
 def long_refusal(registry: RegistryModel, name: str) -> str | None:
@@ -30,12 +37,9 @@ def long_refusal(registry: RegistryModel, name: str) -> str | None:
     if registry.shape != "decoder-only":
         return f"{name} is {registry.shape}: long inputs are read by decoder-only models"
     for site in registry.sites:
-        if site.softcap is not None:
-            return (f"{name} soft-caps its attention logits (c·tanh(s/c)), which the blockwise passes behind long "
-                    "inputs do not model yet")
-        if site.sinks:
-            return (f"{name} has attention sinks (a logit in every row's normaliser), which the blockwise passes "
-                    "behind long inputs do not model yet")
+        if site.sinks and _sink_logits(registry, site) is None:
+            return (f"{name} passes attention sinks from a module without a sinks tensor of one logit a head, so the "
+                    "blockwise passes behind long inputs cannot read their logits")
     return None
 
 
@@ -59,6 +63,9 @@ class RegistryQueriesKeys:
         self.n_layers = len(self._sites)
         self.n_heads = registry.heads(DECODER_SELF, 0)
         self.window = [s.window if s.window is not None and s.window < ids.shape[1] else None for s in self._sites]
+        self.softcap = [s.softcap for s in self._sites]
+        self.sinks = [_sink_logits(registry, s).detach().float().cpu().numpy() if s.sinks else None
+                      for s in self._sites]  # fmt: skip
         self._q: list[np.ndarray | None] = [None] * self.n_layers
         self._k: list[np.ndarray | None] = [None] * self.n_layers
         self._lse: dict[tuple[int, int], np.ndarray] = {}
@@ -97,7 +104,7 @@ class RegistryQueriesKeys:
         for h in heads:
             if (layer, h) not in self._lse:
                 q, k = self.head(layer, h)
-                lse = normalizers(q, k, range(q.shape[0]), window=self.window[layer])
+                lse = normalizers(q, k, range(q.shape[0]), **head_logits(self, layer, h).options)
                 with self._lock:
                     self._lse[(layer, h)] = lse
         if head is not None:

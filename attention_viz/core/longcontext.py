@@ -133,6 +133,9 @@ class DecoderQueriesKeys:
         # each layer's window; None where it restricts nothing (full-attention layers, or W ≥ T)
         self.window = [None if w is None or w >= length else w for w in self._decoder.windows]
         self.n_layers, self.n_heads = len(self._decoder.layers), config.h
+        # our decoder's families neither soft-cap their logits nor have sinks
+        self.softcap: list[float | None] = [None] * self.n_layers
+        self.sinks: list[np.ndarray | None] = [None] * self.n_layers
         # (h, T, d_k) and (h_kv, T, d_k) once made: numpy, or tensors on the device
         self._q: list[np.ndarray | torch.Tensor | None] = [None] * self.n_layers
         self._k: list[np.ndarray | torch.Tensor | None] = [None] * self.n_layers
