@@ -28,7 +28,7 @@ from functools import partial
 import numpy as np
 import torch
 
-from ..analysis.circuit import IG_STEPS, METHODS, QKV, Circuit, Graph, top_edges
+from ..analysis.circuit import IG_STEPS, METHODS, QKV, Circuit, Graph, check_steps, top_edges
 from ..analysis.patching import check_restorable, restored_fraction
 from ..core.hooks import HookPoint, intervene
 from ..core.model import Transformer
@@ -271,6 +271,7 @@ def edge_scores(model: Transformer, clean: Side, corrupt: Side, method: str = "e
     """
     if method not in METHODS:
         raise ModelError(f"unknown method {method!r}: choose {', '.join(METHODS)}")
+    steps = check_steps(steps)
     clean_run = record(model, clean)
     if method == "eap":
         grads, run, metric = receiver_gradients(model, corrupt)
@@ -300,15 +301,16 @@ class CircuitSearch:
     """A clean/corrupt pair on one decoder, its edges scored once; circuits of any size measured after."""
 
     def __init__(self, backend: Backend, clean: str, corrupt: str, answer: str, wrong: str,
-                 method: str = "eap") -> None:
+                 method: str = "eap", steps: int = IG_STEPS) -> None:
         self.backend, self.method = backend, method
+        self.steps = check_steps(steps) if method == "eap-ig" else None
         self.model = circuit_model(backend)
         found = sides(backend, clean, corrupt, answer, wrong)
         device = device_of(self.model)
         self.clean_side, self.corrupt_side = (replace(s, args=tuple(a.to(device) for a in s.args)) for s in found[:2])
         self.metric, self.graph = found[2], graph_of(self.model)
         self.scores, self.clean_run, self.corrupt_run = edge_scores(self.model, self.clean_side, self.corrupt_side,
-                                                                    method)
+                                                                    method, self.steps or IG_STEPS)
         check_restorable(self.clean_run.metric, self.corrupt_run.metric)
 
     def circuit_metric(self, top: int) -> float:
@@ -327,10 +329,11 @@ class CircuitSearch:
         return Circuit(model=self.backend.name, method=self.method, metric=self.metric,
                        tokens=tuple(self.clean_side.tokens.labels), graph=self.graph, scores=self.scores,
                        clean=self.clean_run.metric, corrupt=self.corrupt_run.metric, top=top,
-                       circuit_metric=self.circuit_metric(top))
+                       circuit_metric=self.circuit_metric(top), steps=self.steps)
 
 
 def circuit(backend: Backend, clean: str, corrupt: str, answer: str, wrong: str, method: str = "eap",
-            top: int = 20) -> Circuit:
-    """Score every edge between ``clean`` and ``corrupt`` and measure the top ``top`` as a circuit."""
-    return CircuitSearch(backend, clean, corrupt, answer, wrong, method).result(top)
+            top: int = 20, steps: int = IG_STEPS) -> Circuit:
+    """Score every edge between ``clean`` and ``corrupt`` (eap-ig: over ``steps`` interpolations) and
+    measure the top ``top`` as a circuit."""
+    return CircuitSearch(backend, clean, corrupt, answer, wrong, method, steps).result(top)
