@@ -7,12 +7,16 @@ from the norm's definition) and dotted with W_U[answer] − W_U[wrong]."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 import torch
 
+from attention_viz.backends.circuit import CircuitSearch, circuit_metrics, edge_scores
 from attention_viz.backends.hf import HFBackend
 from attention_viz.backends.logit_attribution import attribute
+from attention_viz.backends.patch_sides import sides
 from attention_viz.errors import ModelError
 from benchmarks.families import TEXT, save_family
 
@@ -108,3 +112,203 @@ def test_an_encoder_in_transformers_is_refused(tmp_path):
     save_family(tmp_path / "bert", "bert")
     with pytest.raises(ModelError, match="sentence encoder with no unembedding"):
         attribute(HFBackend(str(tmp_path / "bert")), "the cat sat", "cat", "dog")
+
+
+# -- circuits: edge attribution patching and the circuit's own run --------------------------------
+
+CORRUPT = TEXT.replace("park john", "park mary")
+CIRCUIT_FAMILIES = ["qwen3", "gemma2", "phi3"]  # per-head q/k norms; sandwich norms and soft-caps; fused qkv
+
+
+class Reference:
+    """transformers' eager modules with torch hooks in which receiver r (``L.H.q|k|v``, ``mlp L``,
+    ``logits``) reads ``reads(r, stream, outputs)`` instead of the stream: a head's q/k/v input through
+    the layer's input norm and its slice of the projection, a feed-forward block's input at its first
+    norm, the unembedding's at the final norm. Node outputs: each head's slice of what W_O receives
+    through its columns of W_O (and a sandwich norm, its scale frozen), each block's output."""
+
+    def __init__(self, folder) -> None:
+        self.model = HFBackend(str(folder)).model.__class__.from_pretrained(folder, attn_implementation="eager").eval()
+        c = self.model.config
+        self.heads, self.kv_heads, self.d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+
+    def slices(self, attention, kind: str, head: int) -> tuple[torch.nn.Module, slice]:
+        """The module whose output holds ``kind`` of ``head``, and where in it."""
+        d, offset = self.d, 0
+        if hasattr(attention, "qkv_proj"):  # Phi-3: q, k and v side by side in one projection
+            offset = {"q": 0, "k": self.heads * d, "v": (self.heads + self.kv_heads) * d}[kind]
+            module = attention.qkv_proj
+        else:
+            module = getattr(attention, f"{kind}_proj")
+        return module, slice(offset + head * d, offset + (head + 1) * d)
+
+    def run(self, ids: list[int], answer: int, wrong: int, reads=None, embed=None):
+        model, layers = self.model, self.model.model.layers
+        outputs, streams, handles = {}, {}, []
+
+        def read(receiver, stream):
+            streams[receiver] = stream
+            return stream if reads is None else reads(receiver, stream, outputs)
+
+        def enter(i, module, args, kwargs):
+            x = args[0] if args else kwargs["hidden_states"]
+            if i == 0:
+                x = x if embed is None else embed
+                outputs["embed"] = x
+            streams[("x", i)] = x
+            if i == 0 and embed is not None:
+                return ((x, *args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": x})
+
+        def project(i, kinds, module, args, out):
+            out = out.clone()
+            for kind in kinds:
+                for head in range(self.heads if kind == "q" else self.kv_heads):
+                    x = read(f"{i}.{head}.{kind}", streams[("x", i)])
+                    if x is not streams[("x", i)]:
+                        where = self.slices(layers[i].self_attn, kind, head)[1]
+                        out[..., where] = module.forward(layers[i].input_layernorm(x))[..., where]  # past this hook
+            return out
+
+        def heads_out(i, module, args, out):
+            contexts, layer = args[0][0], layers[i]
+            for h in range(self.heads):
+                where = slice(h * self.d, (h + 1) * self.d)
+                written = contexts[:, where] @ module.weight[:, where].T
+                if hasattr(layer, "post_feedforward_layernorm"):  # sandwich (Gemma's 1 + weight): frozen at o
+                    o = out[0]
+                    written = written * (1 + layer.post_attention_layernorm.weight) / torch.sqrt(
+                        (o * o).mean(-1, keepdim=True) + layer.post_attention_layernorm.eps)
+                outputs[f"{i}.{h}"] = written[None]
+
+        def mlp_in(i, module, args):
+            return (read(f"mlp {i}", args[0]),)
+
+        def mlp_out(i, module, args, out):
+            outputs[f"mlp {i}"] = out
+
+        for i, layer in enumerate(layers):
+            handles.append(layer.register_forward_pre_hook(partial(enter, i), with_kwargs=True))
+            by_module = {}  # a fused projection (Phi-3) fills q, k and v in one hook
+            for kind in ("q", "k", "v"):
+                by_module.setdefault(self.slices(layer.self_attn, kind, 0)[0], []).append(kind)
+            handles += [module.register_forward_hook(partial(project, i, kinds)) for module, kinds in by_module.items()]
+            handles.append(layer.self_attn.o_proj.register_forward_hook(partial(heads_out, i)))
+            sandwich = hasattr(layer, "pre_feedforward_layernorm")
+            handles.append((layer.pre_feedforward_layernorm if sandwich else layer.post_attention_layernorm)
+                           .register_forward_pre_hook(partial(mlp_in, i)))
+            handles.append((layer.post_feedforward_layernorm if sandwich else layer.mlp)
+                           .register_forward_hook(partial(mlp_out, i)))
+        handles.append(model.model.norm.register_forward_pre_hook(lambda m, args: (read("logits", args[0]),)))
+        try:
+            logits = model(torch.tensor([ids])).logits[0, -1]
+        finally:
+            for handle in handles:
+                handle.remove()
+        return logits[answer] - logits[wrong], outputs, streams
+
+
+@pytest.fixture(scope="module")
+def circuit_folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("circuits")
+    return {family: save_family(root / family, family) for family in [*CIRCUIT_FAMILIES, "olmo2", "mistral", "gpt-oss"]}
+
+
+def pair(backend: HFBackend) -> tuple[list[int], list[int], int, int]:
+    vocab = backend.tokenizer.get_vocab()
+    return (backend.tokenize(TEXT)[0].ids, backend.tokenize(CORRUPT)[0].ids, vocab["mary"], vocab["john"])
+
+
+def brute_force_scores(reference: Reference, graph, backend: HFBackend) -> np.ndarray:
+    """Each edge alone: d/dε of the metric at the corrupt input when only receiver r reads
+    stream + ε (a_u^clean − a_u^corrupt)."""
+    clean_ids, corrupt_ids, answer, wrong = pair(backend)
+    with torch.no_grad():
+        _, clean, _ = reference.run(clean_ids, answer, wrong)
+        _, corrupt, _ = reference.run(corrupt_ids, answer, wrong)
+    out = np.full((len(graph.nodes), len(graph.receivers)), np.nan)
+    allowed = graph.allowed()
+    for u, node in enumerate(graph.nodes):
+        difference = clean[node] - corrupt[node]
+        for r, receiver in enumerate(graph.receivers):
+            if not allowed[u, r]:
+                continue
+            eps = torch.zeros((), requires_grad=True)
+            nudged = lambda name, stream, _: stream + eps * difference if name == receiver else stream  # noqa: E731
+            metric, _, _ = reference.run(corrupt_ids, answer, wrong, nudged)
+            out[u, r] = float(torch.autograd.grad(metric, eps)[0])
+    return out
+
+
+@pytest.mark.parametrize("family", CIRCUIT_FAMILIES)
+def test_eap_scores_equal_each_edge_scored_alone_with_transformers_modules(circuit_folders, family):
+    backend = HFBackend(str(circuit_folders[family]))
+    search = CircuitSearch(backend, TEXT, CORRUPT, "mary", "john", "eap")
+    expected = brute_force_scores(Reference(circuit_folders[family]), search.graph, backend)
+    assert np.isnan(search.scores).sum() == np.isnan(expected).sum() > 0  # the same edges exist
+    largest = np.nanmax(np.abs(expected))
+    assert largest > 1e-3
+    np.testing.assert_allclose(search.scores, expected, atol=2e-4 * largest, rtol=1e-3)
+    # q, k and v of one head are separate edges with their own scores
+    receivers = search.graph.receivers
+    q, k = receivers.index("1.0.q"), receivers.index("1.0.k")
+    assert np.nanmax(np.abs(search.scores[:, q] - search.scores[:, k])) > 1e-6
+
+
+@pytest.mark.parametrize("family", CIRCUIT_FAMILIES)
+def test_a_circuit_runs_as_path_patching_with_transformers_modules(circuit_folders, family):
+    backend = HFBackend(str(circuit_folders[family]))
+    search = CircuitSearch(backend, TEXT, CORRUPT, "mary", "john", "eap")
+    graph, reference = search.graph, Reference(circuit_folders[family])
+    clean_ids, corrupt_ids, answer, wrong = pair(backend)
+    chosen = search.result(12).chosen()
+    with torch.no_grad():
+        _, corrupt, corrupt_streams = reference.run(corrupt_ids, answer, wrong)
+
+        def reads(receiver, stream, outputs):
+            r = graph.receivers.index(receiver)
+            extra = [outputs[n] - corrupt[n] for u, n in enumerate(graph.nodes) if chosen[u, r]]
+            return corrupt_streams[receiver] + sum(extra, torch.zeros_like(stream))
+
+        expected = float(reference.run(clean_ids, answer, wrong, reads)[0])
+    assert search.circuit_metric(12) == pytest.approx(expected, abs=1e-5)
+    assert abs(expected - search.clean_run.metric) > 1e-4 and abs(expected - search.corrupt_run.metric) > 1e-4
+
+
+@pytest.mark.parametrize("family", [*CIRCUIT_FAMILIES, "olmo2", "mistral", "gpt-oss"])
+def test_the_full_graph_keeps_the_clean_run_and_the_empty_graph_the_corrupt(circuit_folders, family):
+    backend = HFBackend(str(circuit_folders[family]))
+    for method in ("eap", "eap-ig"):
+        search = CircuitSearch(backend, TEXT, CORRUPT, "mary", "john", method)
+        edges = int(search.graph.allowed().sum())
+        empty, full = circuit_metrics(search.model, search.clean_side, search.corrupt_run,
+                                      np.stack([search.graph.allowed() & False, search.graph.allowed()]))
+        assert full == pytest.approx(search.clean_run.metric, abs=1e-5)
+        assert empty == pytest.approx(search.corrupt_run.metric, abs=1e-5)
+        if abs(search.clean_run.metric - search.corrupt_run.metric) > 1e-2:
+            assert search.result(edges).metric_kept == pytest.approx(1.0, abs=1e-3)
+            assert search.result(0).metric_kept == pytest.approx(0.0, abs=1e-3)
+
+
+def test_cli_circuit_and_attribute_on_a_transformers_decoder(circuit_folders):
+    import contextlib
+    import io
+    import json
+    import re
+
+    from attention_viz import cli
+
+    def run(*args: str) -> dict:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert cli.main(list(args)) == 0
+        return json.loads(out.getvalue())
+
+    model = f"hf:{circuit_folders['gemma2']}"
+    data = run("circuit", "--model", model, "--clean", TEXT, "--corrupt", CORRUPT, "--answer", "mary", "--wrong",
+               "john", "--method", "eap-ig", "--steps", "2", "--top", "6", "--json")
+    assert len(data["edges"]) == 6 == data["faithfulness"]["edges"] and data["steps"] == 2
+    assert all(re.match(r"^(\d+\.\d+\.[qkv]|mlp \d+|logits)$", e["to"]) for e in data["edges"])
+    assert all(re.match(r"^(embed|\d+\.\d+|mlp \d+)$", e["from"]) for e in data["edges"])
+    parts = run("attribute", "--model", model, "--text", TEXT, "--answer", "mary", "--wrong", "john", "--json")
+    assert set(parts) == {"tokens", "metric", "heads", "mlp", "embed", "rest", "total"}
+    assert "before the final soft-cap" in parts["metric"]

@@ -3,7 +3,7 @@ function (:mod:`attention_viz.backends.hf_attention`); the parts are those of
 :mod:`attention_viz.analysis.logit_attribution`.
 
 One forward captures the stream entering every layer (``resid_pre``) and every head's context, and a
-forward pre-hook on the final norm (removed after the call) keeps the stream it reads. A head writes
+forward pre-hook on the final norm (for this call only, :mod:`.hf_module_hooks`) keeps the stream it reads. A head writes
 its context through its columns of W_O; where the family puts the attention's output through a norm
 before the residual (Gemma 2/3, OLMo 2: the "sandwich" layout) that norm's scale is frozen at the run's
 own value, so the heads still add up to what the attention wrote. A layer's MLP (experts included)
@@ -26,20 +26,19 @@ from ..core.names import DECODER_SELF, hook_name, layer_hook_name
 from ..errors import ModelError
 from .hf_mixing import norm_arrays
 from .hf_model import RegistryModel
+from .hf_module_hooks import module_hooks
 
 Linear = Callable[[torch.Tensor], torch.Tensor]
 
 
 def linear_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float,
                 centred: bool) -> tuple[Linear, torch.Tensor]:
-    """A norm as a linear map with its scale frozen at ``x`` (d_model,), float64: (apply, bias) with
-    norm(y) = apply(y) + bias for every y that sums to x."""
-    x = x.double()
-    x = x - x.mean() if centred else x
-    scale = torch.sqrt((x * x).mean() + eps)
+    """A norm over the last dimension as a linear map with its scale frozen at ``x`` (..., d_model):
+    (apply, bias) with norm(y) = apply(y) + bias for every y (n, ..., d_model) whose parts sum to x."""
+    x = x - x.mean(-1, keepdim=True) if centred else x
+    scale = torch.sqrt((x * x).mean(-1, keepdim=True) + eps)
 
     def apply(y: torch.Tensor) -> torch.Tensor:
-        y = y.double()
         y = y - y.mean(-1, keepdim=True) if centred else y
         return y / scale * weight
 
@@ -48,10 +47,10 @@ def linear_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
 
 def frozen_registry_norm(norm: nn.Module, x: torch.Tensor) -> tuple[Linear, torch.Tensor]:
     """A transformers norm (RMSNorm, Gemma's 1 + weight, LayerNorm, Cohere's bias-free LayerNorm) as
-    :func:`linear_norm` at ``x``."""
+    :func:`linear_norm` at ``x``, in ``x``'s dtype."""
     arrays = norm_arrays(norm)
     centred = arrays.centred or type(norm).__name__.endswith("LayerNorm")
-    as_tensor = lambda a: None if a is None else torch.as_tensor(a, dtype=torch.float64, device=x.device)  # noqa: E731
+    as_tensor = lambda a: None if a is None else torch.as_tensor(a, dtype=x.dtype, device=x.device)  # noqa: E731
     return linear_norm(x, as_tensor(arrays.gamma), as_tensor(arrays.beta), arrays.eps, centred)
 
 
@@ -72,12 +71,9 @@ def registry_parts(registry: RegistryModel, ids: list[int], answer: int, wrong: 
     device = next(registry.model.parameters()).device
     final_norm = registry.final_norm()
     kept: list[torch.Tensor] = []
-    handle = final_norm.register_forward_pre_hook(lambda module, args: kept.append(args[0][0, p].detach()))
-    try:
-        with torch.inference_mode(), capture(kinds=("resid_pre", "context")) as recorded:
-            registry.model(input_ids=torch.tensor([ids], device=device), use_cache=False, logits_to_keep=1)
-    finally:
-        handle.remove()
+    keep = [(final_norm, lambda module, args: kept.append(args[0][0, p].detach()))]
+    with torch.inference_mode(), capture(kinds=("resid_pre", "context")) as recorded, module_hooks(pre=keep):
+        registry.model(input_ids=torch.tensor([ids], device=device), use_cache=False, logits_to_keep=1)
     with torch.inference_mode():
         return _parts(registry, sites, recorded, kept[-1], answer, wrong, p)
 

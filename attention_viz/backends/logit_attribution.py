@@ -41,6 +41,7 @@ def answer_id(backend: Backend, text: str, word: str) -> int:
 
 def frozen_norm(norm: nn.Module, x: torch.Tensor):
     """Our final norm as :func:`~.hf_logit_attribution.linear_norm`, its scale frozen at ``x`` (d_model,)."""
+    x = x.double()
     weight = norm.weight.double() if norm.weight is not None else torch.ones_like(x)
     eps = norm.eps if norm.eps is not None else torch.finfo(norm.weight.dtype).eps  # RMSNorm's default
     bias = norm.bias.double() if getattr(norm, "bias", None) is not None else None
