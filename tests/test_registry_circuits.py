@@ -218,9 +218,10 @@ def pair(backend: HFBackend) -> tuple[list[int], list[int], int, int]:
     return (backend.tokenize(TEXT)[0].ids, backend.tokenize(CORRUPT)[0].ids, vocab["mary"], vocab["john"])
 
 
-def brute_force_scores(reference: Reference, graph, backend: HFBackend) -> np.ndarray:
+def brute_force_scores(reference: Reference, graph, backend: HFBackend, alphas=(0.0,)) -> np.ndarray:
     """Each edge alone: d/dε of the metric at the corrupt input when only receiver r reads
-    stream + ε (a_u^clean − a_u^corrupt)."""
+    stream + ε (a_u^clean − a_u^corrupt) (eap), or averaged over embeddings between the corrupt and
+    the clean ones (eap-ig)."""
     clean_ids, corrupt_ids, answer, wrong = pair(backend)
     with torch.no_grad():
         _, clean, _ = reference.run(clean_ids, answer, wrong)
@@ -232,10 +233,14 @@ def brute_force_scores(reference: Reference, graph, backend: HFBackend) -> np.nd
         for r, receiver in enumerate(graph.receivers):
             if not allowed[u, r]:
                 continue
-            eps = torch.zeros((), requires_grad=True)
-            nudged = lambda name, stream, _: stream + eps * difference if name == receiver else stream  # noqa: E731
-            metric, _, _ = reference.run(corrupt_ids, answer, wrong, nudged)
-            out[u, r] = float(torch.autograd.grad(metric, eps)[0])
+            total = 0.0
+            for alpha in alphas:
+                embed = corrupt["embed"] + alpha * (clean["embed"] - corrupt["embed"])
+                eps = torch.zeros((), requires_grad=True)
+                nudged = lambda name, stream, _: stream + eps * difference if name == receiver else stream  # noqa: E731
+                metric, _, _ = reference.run(corrupt_ids, answer, wrong, nudged, embed)
+                total += float(torch.autograd.grad(metric, eps)[0])
+            out[u, r] = total / len(alphas)
     return out
 
 
@@ -252,6 +257,16 @@ def test_eap_scores_equal_each_edge_scored_alone_with_transformers_modules(circu
     receivers = search.graph.receivers
     q, k = receivers.index("1.0.q"), receivers.index("1.0.k")
     assert np.nanmax(np.abs(search.scores[:, q] - search.scores[:, k])) > 1e-6
+
+
+def test_eap_ig_scores_average_the_gradient_between_corrupt_and_clean(circuit_folders):
+    backend = HFBackend(str(circuit_folders["qwen3"]))
+    search = CircuitSearch(backend, TEXT, CORRUPT, "mary", "john", "eap-ig", steps=2)
+    expected = brute_force_scores(Reference(circuit_folders["qwen3"]), search.graph, backend, alphas=(0.5, 1.0))
+    largest = np.nanmax(np.abs(expected))
+    np.testing.assert_allclose(search.scores, expected, atol=2e-4 * largest, rtol=1e-3)
+    eap = CircuitSearch(backend, TEXT, CORRUPT, "mary", "john", "eap").scores
+    assert np.nanmax(np.abs(eap - search.scores)) > 1e-2 * largest  # the interpolation changed the scores
 
 
 @pytest.mark.parametrize("family", CIRCUIT_FAMILIES)
@@ -312,3 +327,18 @@ def test_cli_circuit_and_attribute_on_a_transformers_decoder(circuit_folders):
     parts = run("attribute", "--model", model, "--text", TEXT, "--answer", "mary", "--wrong", "john", "--json")
     assert set(parts) == {"tokens", "metric", "heads", "mlp", "embed", "rest", "total"}
     assert "before the final soft-cap" in parts["metric"]
+
+
+def hooks_on(model: torch.nn.Module) -> int:
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+def test_nothing_stays_on_transformers_modules_and_parallel_layers_are_refused(circuit_folders, tmp_path):
+    backend = HFBackend(str(circuit_folders["gemma2"]))
+    before = hooks_on(backend.model)
+    CircuitSearch(backend, TEXT, CORRUPT, "mary", "john", "eap").result(5)
+    attribute(backend, TEXT, "mary", "john")
+    assert hooks_on(backend.model) == before
+    cohere = HFBackend(str(save_family(tmp_path / "cohere2", "cohere2")))  # attention and MLP read one input
+    with pytest.raises(ModelError, match="parallel-residual decoder"):
+        CircuitSearch(cohere, TEXT, CORRUPT, "mary", "john")
