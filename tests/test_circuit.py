@@ -263,6 +263,18 @@ def test_cli_json_keeps_the_contract_on_a_gpt2_folder(tmp_path):
     assert {(e["from"], e["to"]) for e in data["edges"]} == {(e["from"], e["to"]) for e in expected.edges()}
 
 
+def test_cli_steps_reach_the_scores_and_the_json(induction):
+    code, out, err = run_cli("--method", "eap-ig", "--steps", "2", "--top", "5", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["steps"] == 2 and data["method"] == "eap-ig"
+    two, five = (circuit(induction, *PRESETS["induction"].inputs, "eap-ig", 5, steps) for steps in (2, 5))
+    assert [e["score"] for e in data["edges"]] == pytest.approx([e["score"] for e in two.edges()], abs=1e-6)
+    assert np.abs(np.nan_to_num(two.scores - five.scores)).max() > 1e-4  # the steps change the scores
+    code, out, err = run_cli("--top", "5", "--json")
+    assert code == 0 and json.loads(out)["steps"] is None  # eap has no steps
+
+
 def test_cli_summary_and_preset():
     code, out, err = run_cli("--top", "81")  # the induction model and its preset pair by default
     assert code == 0, err
@@ -273,6 +285,9 @@ def test_cli_summary_and_preset():
     (("--model", "minilm"), "minilm is an encoder: circuits are traced on pre-LN decoders"),
     (("--model", "toy-translate"), "toy-translate is an encoder–decoder"),
     (("--model", "induction", "--top", "-1"), "--top must be 0 or more"),
+    (("--model", "induction", "--method", "eap-ig", "--steps", "0"), "eap-ig takes 1 to 100 interpolation steps"),
+    (("--model", "induction", "--method", "eap-ig", "--steps", "101"), "eap-ig takes 1 to 100 interpolation steps"),
+    (("--model", "induction", "--steps", "3"), "--steps sets eap-ig's interpolation steps: add --method eap-ig"),
     (("--model", "induction", "--clean", "a b c"), "give the clean and corrupt texts"),
     (("--model", "induction", "--clean", "a b c", "--corrupt", "a b c", "--answer", "d", "--wrong", "e"),
      "nothing to restore"),

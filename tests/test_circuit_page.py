@@ -63,14 +63,15 @@ def test_the_preset_is_drawn_with_every_choice_in_the_link(search):
 
 
 def test_a_link_opens_its_method_size_and_head_and_the_slider_reruns_only_the_circuit(monkeypatch):
-    made = []
+    made, steps = [], []
     original = backend_circuit.CircuitSearch.__init__
 
     def counted(self, *args, **kwargs):
-        made.append(args[-1] if len(args) > 5 else kwargs.get("method"))
+        made.append(args[5] if len(args) > 5 else kwargs.get("method"))
+        steps.append(args[6] if len(args) > 6 else kwargs.get("steps"))
         original(self, *args, **kwargs)
     monkeypatch.setattr(backend_circuit.CircuitSearch, "__init__", counted)
-    at = open_view("circuit", model="induction", text="a b c a b", method="eap-ig", top="81", head="1.2")
+    at = open_view("circuit", model="induction", text="a b c a b", method="eap-ig", top="81", head="1.2", steps="3")
     assert not problems(at)
     assert [m.value for m in at.metric if m.label.startswith("Kept by the top 81")] == ["1.000"]
     _, heatmap = figures(at)
@@ -79,8 +80,8 @@ def test_a_link_opens_its_method_size_and_head_and_the_slider_reruns_only_the_ci
                                run.pattern(DECODER_SELF, 1, 2), atol=1e-6)
     at.slider(key="circuit_top").set_value(0).run()
     assert [m.value for m in at.metric if m.label.startswith("Kept by the top 0")] == ["0.000"]
-    assert link(at)["top"] == "0" and link(at)["method"] == "eap-ig"
-    assert made.count("eap-ig") == 1  # scored once: the slider took the scores from the cache
+    assert link(at)["top"] == "0" and link(at)["method"] == "eap-ig" and link(at)["steps"] == "3"
+    assert made.count("eap-ig") == 1 and steps == [3]  # scored once: the slider took the scores from the cache
 
 
 def test_a_model_without_a_residual_circuit_shows_the_induction_model_and_says_so(search):

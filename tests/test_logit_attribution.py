@@ -154,9 +154,9 @@ def test_bad_inputs_are_one_line_errors(args, message):
     assert err.count("\n") == 1 and message in err, err
 
 
-def test_a_model_in_transformers_is_refused(tmp_path):
-    from test_hf_backend import save_bert
+def test_a_transformers_model_outside_the_registry_is_refused(tmp_path):
+    from benchmarks.families import save_family
 
-    save_bert(tmp_path)
+    save_family(tmp_path / "deberta", "deberta-v2")  # its attention is its own code, not transformers' registry
     with pytest.raises(ModelError, match="runs on models in our own Transformer"):
-        attribute(load_backend(f"hf:{tmp_path}"), "the cat sat", "cat", "dog")
+        attribute(load_backend(f"hf:{tmp_path / 'deberta'}"), "the cat sat", "cat", "dog")

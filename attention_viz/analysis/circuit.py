@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import ModelError
 from .patching import restored_fraction
 
 QKV = ("q", "k", "v")
@@ -25,6 +26,14 @@ METHODS = {"eap": "edge attribution patching: (a_clean − a_corrupt) · ∂metr
                      "(integrated gradients, Hanna et al. 2024)"}
 DEFAULT_TOP = 20
 IG_STEPS = 5  # interpolation steps of eap-ig (Hanna et al. 2024 use 5)
+MAX_IG_STEPS = 100  # each step is one more forward and backward through the whole graph
+
+
+def check_steps(steps: int) -> int:
+    """eap-ig's interpolation steps if 1 to :data:`MAX_IG_STEPS`; a ModelError in one sentence otherwise."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_IG_STEPS:
+        raise ModelError(f"eap-ig takes 1 to {MAX_IG_STEPS} interpolation steps (--steps), got {steps!r}")
+    return steps
 
 
 @dataclass(frozen=True)
@@ -119,6 +128,7 @@ class Circuit:
     top: int
     circuit_metric: float  # the metric when only the top edges carry the clean run
     curve: dict[int, float] = field(default_factory=dict)  # edges kept → fraction kept, where measured
+    steps: int | None = None  # eap-ig's interpolation steps (None for eap)
 
     @property
     def metric_kept(self) -> float:
@@ -146,7 +156,8 @@ class Circuit:
 
     def to_dict(self) -> dict:
         return {
-            "model": self.model, "method": self.method, "metric": self.metric, "tokens": list(self.tokens),
+            "model": self.model, "method": self.method, "steps": self.steps, "metric": self.metric,
+            "tokens": list(self.tokens),
             "clean": float(self.clean), "corrupt": float(self.corrupt),
             "nodes": self.circuit_nodes(),
             "edges": [{**e, "score": round(e["score"], 6)} for e in self.edges()],

@@ -1,5 +1,7 @@
 """Edges between heads on our own decoder: edge attribution patching and the circuit's own run
-(plain data and the graph: :mod:`attention_viz.analysis.circuit`).
+(plain data and the graph: :mod:`attention_viz.analysis.circuit`). transformers' decoders with our
+attention function run the same scores and circuits through :mod:`.circuit_registry`, which gives
+their forward the same receivers and nodes.
 
 Both need a forward in which every *receiver* (a head's q, k or v input, a feed-forward block, the
 unembedding) reads its own copy of the residual stream. That is one per-call intervention
@@ -28,19 +30,25 @@ from functools import partial
 import numpy as np
 import torch
 
-from ..analysis.circuit import IG_STEPS, METHODS, QKV, Circuit, Graph, top_edges
+from ..analysis.circuit import IG_STEPS, METHODS, QKV, Circuit, Graph, check_steps, top_edges
 from ..analysis.patching import check_restorable, restored_fraction
 from ..core.hooks import HookPoint, intervene
 from ..core.model import Transformer
 from ..core.names import DECODER_SELF, hook_name, layer_hook_name
 from ..errors import ModelError
 from .base import Backend
-from .ours import device_of
-from .patch_sides import Side, patchable_model, sides
+from .circuit_run import SplitRecord
+from .circuit_registry import RegistryCircuit, RegistrySplitRun
+from .hf_model import RegistryModel
+from .patch_sides import Side, patch_target, patchable_model, sides, target_device
 
 
-def circuit_model(backend: Backend) -> Transformer:
-    """The backend's decoder, if its residual stream is a sum of what its components write."""
+def circuit_model(backend: Backend) -> Transformer | RegistryCircuit:
+    """The backend's decoder (ours, or a transformers decoder with our hook points), if its residual
+    stream is a sum of what its components write."""
+    target = patch_target(backend)
+    if isinstance(target, RegistryModel):
+        return RegistryCircuit.of(backend.name, target)
     model = patchable_model(backend)
     c = model.config
     if c.shape != "decoder-only" or c.norm != "pre" or c.parallel_residual:
@@ -51,9 +59,16 @@ def circuit_model(backend: Backend) -> Transformer:
     return model
 
 
-def graph_of(model: Transformer) -> Graph:
+def graph_of(model: Transformer | RegistryCircuit) -> Graph:
+    if isinstance(model, RegistryCircuit):
+        return model.graph
     c = model.config
     return Graph(layers=c.decoder_layers, heads=c.h, kv_heads=c.kv_heads, mlp=c.feed_forward)
+
+
+def split_run(model: Transformer | RegistryCircuit, wiring: Wiring, embed=None) -> SplitRun | RegistrySplitRun:
+    """One forward of ``model`` with its receivers wired by ``wiring``."""
+    return model.split(wiring, embed) if isinstance(model, RegistryCircuit) else SplitRun(model, wiring, embed)
 
 
 # -- the wirings ----------------------------------------------------------------------------------
@@ -135,18 +150,14 @@ class Patched(Wiring):
 # -- one forward with every receiver on its own copy ----------------------------------------------
 
 
-class SplitRun:
+class SplitRun(SplitRecord):
     """The interventions of one forward: receivers read what ``wiring`` gives them, every node's
     output is kept (``embed``, each head's context through its W_O slice, each block's output)."""
 
     def __init__(self, model: Transformer, wiring: Wiring, embed=None) -> None:
-        self.model, self.wiring, self.embed = model, wiring, embed  # embed: replaces the embeddings
+        super().__init__(wiring, embed)
+        self.model = model
         self.layers = model.decoder.layers
-        self.entering: dict[int, torch.Tensor] = {}
-        self.mids: dict[int, torch.Tensor] = {}
-        self.mlp_inputs: dict[int, torch.Tensor] = {}
-        self.written: list[torch.Tensor] = []  # node outputs (B, T, d_model), in the graph's order
-        self.final: torch.Tensor | None = None
 
     def heads_of(self, layer: int, kind: str) -> int:
         attn = self.layers[layer].self_attn
@@ -164,17 +175,6 @@ class SplitRun:
             if block.feed_forward is not None or layer == last:
                 out.append((layer_hook_name("decoder", layer, "resid_post"), partial(self._leave, layer)))
         return out
-
-    def outputs_so_far(self) -> torch.Tensor:
-        return torch.stack(self.written)  # (U, B, T, d_model)
-
-    def _enter(self, layer: int, x: torch.Tensor, hook: HookPoint) -> torch.Tensor | None:
-        if layer == 0 and self.embed is not None:
-            x = self.embed(x)
-        if layer == 0:
-            self.written.append(x)
-        self.entering[layer] = x
-        return x if layer == 0 and self.embed is not None else None
 
     def _project(self, layer: int, kind: str, original: torch.Tensor, hook: HookPoint) -> torch.Tensor | None:
         copies = self.wiring.attention(self, layer, kind, self.entering[layer])
@@ -236,9 +236,9 @@ def recorded(run: SplitRun, metric: torch.Tensor) -> Recording:
                      float(metric[0]))
 
 
-def record(model: Transformer, side: Side) -> Recording:
+def record(model: Transformer | RegistryCircuit, side: Side) -> Recording:
     """A plain run of ``side`` with every node's output kept."""
-    run = SplitRun(model, Wiring())
+    run = split_run(model, Wiring())
     with torch.no_grad():  # not inference mode: eap-ig's runs with gradients read these tensors
         return recorded(run, run.forward(side))
 
@@ -246,12 +246,12 @@ def record(model: Transformer, side: Side) -> Recording:
 # -- scores and faithfulness ----------------------------------------------------------------------
 
 
-def receiver_gradients(model: Transformer, side: Side, embed=None, batch: int = 1) -> tuple[torch.Tensor, SplitRun,
-                                                                                                torch.Tensor]:
+def receiver_gradients(model: Transformer | RegistryCircuit, side: Side, embed=None,
+                       batch: int = 1) -> tuple[torch.Tensor, SplitRun | RegistrySplitRun, torch.Tensor]:
     """∂metric/∂(each receiver's input) (R, T, d_model) in the graph's receiver order, summed over the
     batch items; with the run (its recorded outputs) and the metrics (B,)."""
     wiring = Copies()
-    run = SplitRun(model, wiring, embed)
+    run = split_run(model, wiring, embed)
     with torch.enable_grad():
         metric = run.forward(side, batch)
         graph = graph_of(model)
@@ -262,7 +262,7 @@ def receiver_gradients(model: Transformer, side: Side, embed=None, batch: int = 
     return torch.cat(rows), run, metric.detach()
 
 
-def edge_scores(model: Transformer, clean: Side, corrupt: Side, method: str = "eap",
+def edge_scores(model: Transformer | RegistryCircuit, clean: Side, corrupt: Side, method: str = "eap",
                 steps: int = IG_STEPS) -> tuple[np.ndarray, Recording, Recording]:
     """(nodes, receivers) scores, NaN where no edge exists, and the clean and corrupt recordings.
 
@@ -271,6 +271,7 @@ def edge_scores(model: Transformer, clean: Side, corrupt: Side, method: str = "e
     """
     if method not in METHODS:
         raise ModelError(f"unknown method {method!r}: choose {', '.join(METHODS)}")
+    steps = check_steps(steps)
     clean_run = record(model, clean)
     if method == "eap":
         grads, run, metric = receiver_gradients(model, corrupt)
@@ -287,11 +288,11 @@ def edge_scores(model: Transformer, clean: Side, corrupt: Side, method: str = "e
     return scores, clean_run, corrupt_run
 
 
-def circuit_metrics(model: Transformer, clean: Side, corrupt_run: Recording, chosen: np.ndarray) -> np.ndarray:
+def circuit_metrics(model: Transformer | RegistryCircuit, clean: Side, corrupt_run: Recording, chosen: np.ndarray) -> np.ndarray:
     """The metric of the clean input run with only each ``chosen[b]`` (nodes × receivers) carrying it:
     one batch item per circuit."""
     chosen = np.asarray(chosen, dtype=bool).reshape(-1, *chosen.shape[-2:])
-    run = SplitRun(model, Patched(corrupt_run, graph_of(model), chosen))
+    run = split_run(model, Patched(corrupt_run, graph_of(model), chosen))
     with torch.inference_mode():
         return run.forward(clean, len(chosen)).double().cpu().numpy()
 
@@ -300,15 +301,16 @@ class CircuitSearch:
     """A clean/corrupt pair on one decoder, its edges scored once; circuits of any size measured after."""
 
     def __init__(self, backend: Backend, clean: str, corrupt: str, answer: str, wrong: str,
-                 method: str = "eap") -> None:
+                 method: str = "eap", steps: int = IG_STEPS) -> None:
         self.backend, self.method = backend, method
+        self.steps = check_steps(steps) if method == "eap-ig" else None
         self.model = circuit_model(backend)
         found = sides(backend, clean, corrupt, answer, wrong)
-        device = device_of(self.model)
+        device = target_device(self.model.registry if isinstance(self.model, RegistryCircuit) else self.model)
         self.clean_side, self.corrupt_side = (replace(s, args=tuple(a.to(device) for a in s.args)) for s in found[:2])
         self.metric, self.graph = found[2], graph_of(self.model)
         self.scores, self.clean_run, self.corrupt_run = edge_scores(self.model, self.clean_side, self.corrupt_side,
-                                                                    method)
+                                                                    method, self.steps or IG_STEPS)
         check_restorable(self.clean_run.metric, self.corrupt_run.metric)
 
     def circuit_metric(self, top: int) -> float:
@@ -327,10 +329,11 @@ class CircuitSearch:
         return Circuit(model=self.backend.name, method=self.method, metric=self.metric,
                        tokens=tuple(self.clean_side.tokens.labels), graph=self.graph, scores=self.scores,
                        clean=self.clean_run.metric, corrupt=self.corrupt_run.metric, top=top,
-                       circuit_metric=self.circuit_metric(top))
+                       circuit_metric=self.circuit_metric(top), steps=self.steps)
 
 
 def circuit(backend: Backend, clean: str, corrupt: str, answer: str, wrong: str, method: str = "eap",
-            top: int = 20) -> Circuit:
-    """Score every edge between ``clean`` and ``corrupt`` and measure the top ``top`` as a circuit."""
-    return CircuitSearch(backend, clean, corrupt, answer, wrong, method).result(top)
+            top: int = 20, steps: int = IG_STEPS) -> Circuit:
+    """Score every edge between ``clean`` and ``corrupt`` (eap-ig: over ``steps`` interpolations) and
+    measure the top ``top`` as a circuit."""
+    return CircuitSearch(backend, clean, corrupt, answer, wrong, method, steps).result(top)

@@ -178,3 +178,21 @@ class RegistryModel:
             logits = torch.tanh(logits / cap) * cap
         scale = getattr(config, "logit_scale", None)
         return logits * scale if scale else logits
+
+    # -- what each layer writes into the residual stream (direct logit attribution, circuits) -------
+
+    def attention_output_norm(self, site: Site) -> nn.Module | None:
+        """The norm the attention's output passes before it joins the residual stream (the sandwich
+        layouts of Gemma 2/3 and OLMo 2: ``post_attention_layernorm``), None where it joins as it is
+        (pre-norm and parallel layers)."""
+        layer = self.model.get_submodule(hf_attention.layer_path(site.path))
+        names = {name for name, _ in layer.named_children()}
+        sandwich = "pre_feedforward_layernorm" in names or ("post_feedforward_layernorm" in names
+                                                           and "input_layernorm" not in names)
+        return layer.post_attention_layernorm if sandwich else None
+
+    def logit_factor(self) -> tuple[float | None, float]:
+        """(the final soft-cap c of c·tanh(z/c), or None; the logit scale, 1.0 where none): what
+        :meth:`unembed` does after W_U."""
+        config = self.model.config
+        return getattr(config, "final_logit_softcapping", None) or None, getattr(config, "logit_scale", None) or 1.0

@@ -1,7 +1,8 @@
-"""Direct logit attribution on our decoder: the runs behind
-:mod:`attention_viz.analysis.logit_attribution`.
+"""Direct logit attribution: the runs behind :mod:`attention_viz.analysis.logit_attribution`, on our
+decoder here and on transformers' decoders with our attention function in
+:mod:`.hf_logit_attribution`.
 
-One forward keeps the residual stream (:mod:`.residual_stream`); at the chosen position every
+On ours, one forward keeps the residual stream (:mod:`.residual_stream`); at the chosen position every
 component is put through the final norm with the run's own scale frozen and dotted with
 W_U[answer] − W_U[wrong], in float64 so the parts add up to the model's logit difference whatever
 its dtype. The answer and the wrong word are read as patching reads them (the token a word adds
@@ -17,6 +18,8 @@ from ..analysis.logit_attribution import LogitAttribution
 from ..errors import ModelError
 from ..core.model import Transformer
 from .base import Backend, check_text
+from .hf_logit_attribution import check_decoder, linear_norm, registry_parts
+from .hf_model import RegistryModel
 from .ours import device_of
 from .patch_sides import _appended_id, _vocab_id
 from .residual_stream import decoder_with_unembedding, residual_stream
@@ -37,26 +40,22 @@ def answer_id(backend: Backend, text: str, word: str) -> int:
 
 
 def frozen_norm(norm: nn.Module, x: torch.Tensor):
-    """The final norm as a linear map with the scale frozen at ``x`` (d_model,), float64:
-    (apply, bias) with norm(y) = apply(y) + bias for every y that sums to x."""
+    """Our final norm as :func:`~.hf_logit_attribution.linear_norm`, its scale frozen at ``x`` (d_model,)."""
+    x = x.double()
     weight = norm.weight.double() if norm.weight is not None else torch.ones_like(x)
     eps = norm.eps if norm.eps is not None else torch.finfo(norm.weight.dtype).eps  # RMSNorm's default
-    centred = isinstance(norm, nn.LayerNorm)
-    x = x - x.mean() if centred else x
-    scale = torch.sqrt((x * x).mean() + eps)
-
-    def apply(y: torch.Tensor) -> torch.Tensor:
-        y = y - y.mean(-1, keepdim=True) if centred else y
-        return y / scale * weight
-
-    bias = norm.bias.double() if getattr(norm, "bias", None) is not None else torch.zeros_like(x)
-    return apply, bias
+    bias = norm.bias.double() if getattr(norm, "bias", None) is not None else None
+    return linear_norm(x, weight, bias, eps, isinstance(norm, nn.LayerNorm))
 
 
 def attribute(backend: Backend, text: str, answer: str, wrong: str, position: int | None = None) -> LogitAttribution:
     """Each head's, MLP's and the embeddings' direct contribution to logit(answer) − logit(wrong) at
     ``position`` (default the last; negative counts from the end)."""
-    model: Transformer = decoder_with_unembedding(backend, WHAT)
+    registry = getattr(backend, "registry", None)
+    if isinstance(registry, RegistryModel):
+        check_decoder(backend.name, registry, WHAT)
+    else:
+        model: Transformer = decoder_with_unembedding(backend, WHAT)
     text = check_text(text)
     ids = [answer_id(backend, text, word) for word in (answer, wrong)]
     if ids[0] == ids[1]:
@@ -67,12 +66,28 @@ def attribute(backend: Backend, text: str, answer: str, wrong: str, position: in
     if not -n <= p < n:
         raise ModelError(f"position {position} is outside the text's {n} tokens (0 to {n - 1})")
     p %= n
+    if isinstance(registry, RegistryModel):
+        parts = registry_parts(registry, list(tokens.ids), ids[0], ids[1], p)
+    else:
+        parts = _our_parts(model, list(tokens.ids), ids[0], ids[1], p)
+    shown = "the last position" if p == n - 1 else f"position {p} ({tokens.labels[p]!r})"
+    cap = f", before the final soft-cap {parts['cap']:g}·tanh(logit/{parts['cap']:g})" if parts.get("cap") else ""
+    return LogitAttribution(
+        model=backend.name, tokens=tokens.labels, position=p,
+        metric=f"logit({answer.strip()}) − logit({wrong.strip()}) at {shown}{cap}",
+        heads=parts["heads"].cpu().numpy(), mlp=parts["mlp"].cpu().numpy(), embed=parts["embed"],
+        rest=parts["rest"], total=parts["total"],
+    )
+
+
+def _our_parts(model: Transformer, ids: list[int], answer: int, wrong: int, p: int) -> dict:
+    """Our decoder's ``heads``, ``mlp``, ``embed``, ``rest`` and ``total`` at position ``p``."""
     with torch.inference_mode():
-        stream = residual_stream(model, torch.tensor([tokens.ids], device=device_of(model)))
+        stream = residual_stream(model, torch.tensor([ids], device=device_of(model)))
         layers = len(stream.entering)
         final = stream.leaving(layers - 1, [p])[0]
         generator = model.decoder.generator
-        direction = (generator.weight[ids[0]] - generator.weight[ids[1]]).double()
+        direction = (generator.weight[answer] - generator.weight[wrong]).double()
         norm, bias = frozen_norm(model.decoder.norm, final.double())
 
         def dla(y: torch.Tensor) -> torch.Tensor:
@@ -86,13 +101,7 @@ def attribute(backend: Backend, text: str, answer: str, wrong: str, position: in
             if stream.attention_bias(i) is not None:
                 rest = rest + dla(stream.attention_bias(i))
         if generator.bias is not None:
-            rest = rest + (generator.bias[ids[0]] - generator.bias[ids[1]]).double()
+            rest = rest + (generator.bias[answer] - generator.bias[wrong]).double()
         logits = generator(model.decoder.norm(final)).float()
-        total = float(logits[ids[0]] - logits[ids[1]])
-        embed = float(dla(stream.entering[0][p]))
-    shown = "the last position" if p == n - 1 else f"position {p} ({tokens.labels[p]!r})"
-    return LogitAttribution(
-        model=backend.name, tokens=tokens.labels, position=p,
-        metric=f"logit({answer.strip()}) − logit({wrong.strip()}) at {shown}",
-        heads=heads.cpu().numpy(), mlp=mlp.cpu().numpy(), embed=embed, rest=float(rest), total=total,
-    )
+        return {"heads": heads, "mlp": mlp, "embed": float(dla(stream.entering[0][p])), "rest": float(rest),
+                "total": float(logits[answer] - logits[wrong])}

@@ -14,8 +14,10 @@ from .common import add_placement_options, placement
 def add_parser(commands) -> None:
     attribute = commands.add_parser("attribute", help="how much each head and MLP writes the answer straight into "
                                                       "the logits: direct logit attribution (decoders)")
-    attribute.add_argument("--model", default=DEFAULT_MODEL, help="a decoder: induction or hf:<folder of a Llama, "
-                                                                  "Qwen2, Mistral, GPT-NeoX or GPT-2>")
+    attribute.add_argument("--model", default=DEFAULT_MODEL, help="a decoder: induction or hf:<id or folder of a "
+                                                                  "decoder (Llama, Qwen, Gemma, Mistral, Phi-3, OLMo …)>; "
+                                                                  "Gemma 2's logits are split before their final "
+                                                                  "soft-cap")
     attribute.add_argument("--text", required=True, help="the input; the answer is its next token")
     attribute.add_argument("--answer", required=True, help="the next token credited (one token)")
     attribute.add_argument("--wrong", required=True, help="the token it is compared with (one token)")

@@ -11,7 +11,7 @@ from dataclasses import replace
 import streamlit as st
 
 from ...analysis.patching import PRESETS
-from ...analysis.circuit import DEFAULT_TOP, METHODS, Circuit, curve_sizes, head_of
+from ...analysis.circuit import DEFAULT_TOP, IG_STEPS, METHODS, Circuit, curve_sizes, head_of
 from ...core.names import DECODER_SELF
 from ...core.result import AttentionResult
 from ...figures.circuit import circuit_graph, kept_curve
@@ -36,27 +36,30 @@ EXPLANATION = (
 )
 DEMO_MODEL = "induction"  # the shipped decoder, for a sidebar model without a circuit
 PAGE_TOKENS = 64  # scoring is one forward and backward; the command line takes longer inputs
+PAGE_STEPS = 20  # eap-ig's steps here; the command line takes up to MAX_IG_STEPS
 MOST_EDGES = 300  # the slider's end: a drawing of more edges is a thicket
 
 
 # a search keeps both runs' outputs of every component (and a reference to its model): a few at a time
 @st.cache_resource(max_entries=4, show_spinner="Scoring every edge…")
-def _search(model: str, clean: str, corrupt: str, answer: str, wrong: str, method: str):
+def _search(model: str, clean: str, corrupt: str, answer: str, wrong: str, method: str, steps: int):
     from ...backends.circuit import CircuitSearch  # the model's forward (torch) behind the page edge
 
     with heavy("scoring the edges"):
-        return CircuitSearch(cache.backend(model), clean, corrupt, answer, wrong, method)
+        return CircuitSearch(cache.backend(model), clean, corrupt, answer, wrong, method, steps)
 
 
 @st.cache_resource(max_entries=64, show_spinner="Running the circuit…")  # each holds the scores
-def measured(model: str, clean: str, corrupt: str, answer: str, wrong: str, method: str, top: int) -> Circuit:
+def measured(model: str, clean: str, corrupt: str, answer: str, wrong: str, method: str, steps: int,
+             top: int) -> Circuit:
     """The circuit of the ``top`` edges, run; the scores behind it are computed once per pair and method."""
-    return _search(model, clean, corrupt, answer, wrong, method).result(top)
+    return _search(model, clean, corrupt, answer, wrong, method, steps).result(top)
 
 
 @st.cache_resource(max_entries=16, show_spinner="Running circuits of every size…")
-def curve(model: str, clean: str, corrupt: str, answer: str, wrong: str, method: str) -> tuple[list[int], list[float]]:
-    search = _search(model, clean, corrupt, answer, wrong, method)
+def curve(model: str, clean: str, corrupt: str, answer: str, wrong: str, method: str,
+          steps: int) -> tuple[list[int], list[float]]:
+    search = _search(model, clean, corrupt, answer, wrong, method, steps)
     sizes = curve_sizes(int(search.graph.allowed().sum()))
     with heavy("circuits of every size"):
         return sizes, search.kept_curve(sizes).tolist()
@@ -74,10 +77,10 @@ def render(result: AttentionResult) -> dict:
     st.markdown(EXPLANATION)
     backend = cache.backend(result.model)
     if backend.shape != "decoder-only" or not backend.can_ablate:
-        runs_another_model(DEMO_MODEL, f"{literal(result.model)} has no circuit here (edges are traced on decoders we "
-                           "run ourselves, whose residual stream is a sum of what each head writes), so it shows "
-                           f"{DEMO_MODEL} on its preset pair. Pick {DEMO_MODEL}, or an hf: GPT-2, Llama, Qwen2 or "
-                           "Mistral folder, in the sidebar for your own.")
+        runs_another_model(DEMO_MODEL, f"{literal(result.model)} has no circuit here (edges are traced on decoders "
+                           "whose residual stream is a sum of what each head writes), so it shows "
+                           f"{DEMO_MODEL} on its preset pair. Pick {DEMO_MODEL}, or an hf: decoder folder (GPT-2, "
+                           "Llama, Qwen, Gemma, Mistral, Phi-3, OLMo …), in the sidebar for your own.")
         result, backend = cache.run(DEMO_MODEL, PRESETS[DEMO_MODEL].clean), cache.backend(DEMO_MODEL)
     clean, corrupt, answer, wrong = pair_inputs("circuit", result.model, result.tokens.text)
     method = choice("Scores", list(METHODS), "circuit_method", "eap", widget="radio", horizontal=True,
@@ -91,7 +94,9 @@ def render(result: AttentionResult) -> dict:
         plain.info(f"The clean input has {tokens} tokens: this page traces circuits on inputs of up to "
                    f"{PAGE_TOKENS}; the command line (python -m attention_viz circuit) takes longer ones.")
         return {}
-    pair = (result.model, clean, corrupt, answer.strip(), wrong.strip(), method)
+    steps = (integer("Interpolation steps (each one more forward and backward)", 1, PAGE_STEPS, "circuit_steps",
+                     IG_STEPS) if method == "eap-ig" else IG_STEPS)
+    pair = (result.model, clean, corrupt, answer.strip(), wrong.strip(), method, steps)
     edges = int(_search(*pair).graph.allowed().sum())
     top = integer("Edges in the circuit (largest |score| first)", 0, min(edges, MOST_EDGES), "circuit_top",
                   min(DEFAULT_TOP, edges))

@@ -1,0 +1,206 @@
+"""Edges between heads on transformers' decoders whose attention runs through our registered function:
+the forward of :mod:`attention_viz.backends.circuit` in which every receiver reads its own copy of the
+residual stream, written with transformers' own modules.
+
+Each receiver's input is handed over where the layer reads it:
+
+* a head's q, k or v input: before the layer's input norm. A pre-hook on the attention module runs the
+  module's own projections (the input norm, W_Q/W_K/W_V or a fused qkv, q/k norms, rotary) once on
+  all the copies side by side, stopped right after v at our hook points; head h's query is taken from
+  the copy of head h, and our ``q``/``k``/``v`` hook points hand those to the real call;
+* a feed-forward block: its first module (the norm before it, or the block itself in OLMo 2) reads
+  the copy, and the stream goes on as the model's own plus what the block wrote from it;
+* the unembedding: the final norm reads the copy.
+
+A head writes its context through its columns of W_O; where the family norms the attention's output
+before the residual (Gemma 2/3, OLMo 2) the heads' writes go through that norm with its scale frozen
+at the run's own value, so they still add up to what the attention wrote. The module hooks last one
+call and act only in the caller's context (:mod:`.hf_module_hooks`).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass
+from functools import partial
+
+import torch
+from torch import nn
+
+from ..analysis.circuit import QKV, Graph
+from ..core.hooks import HookPoint, intervene
+from ..core.names import DECODER_SELF, hook_name, layer_hook_name
+from ..errors import ModelError
+from .circuit_run import SplitRecord
+from .hf_attention import layer_path
+from .hf_logit_attribution import check_decoder, frozen_registry_norm
+from .hf_model import RegistryModel
+from .hf_module_hooks import module_hooks
+
+
+@dataclass(frozen=True)
+class LayerParts:
+    """The modules of one decoder layer where the split forward reads and writes."""
+
+    attention: nn.Module
+    input_norm: nn.Module | None  # before the attention (None: OLMo 2 reads the stream itself)
+    output_norm: nn.Module | None  # on the attention's output before the residual (sandwich layouts)
+    projection: nn.Module  # W_O
+    mlp_in: nn.Module  # reads the stream entering the feed-forward block
+    mlp_out: nn.Module  # writes what the block adds to the stream
+    heads: int
+    kv_heads: int
+
+
+def layer_parts(name: str, registry: RegistryModel) -> list[LayerParts]:
+    """Each decoder layer's parts; a ModelError in one sentence for a model whose stream is not a sum
+    of what its heads and blocks write one after the other."""
+    check_decoder(name, registry, "a circuit")
+    config = registry.model.config
+    out = []
+    for site in sorted((s for s in registry.sites if s.group == DECODER_SELF), key=lambda s: s.layer):
+        layer = registry.model.get_submodule(layer_path(site.path))
+        names = {child for child, _ in layer.named_children()}
+        output_norm = registry.attention_output_norm(site)
+        mlp_norm = "pre_feedforward_layernorm" if output_norm is not None else "post_attention_layernorm"
+        if getattr(config, "use_parallel_residual", False) or not names & {"pre_feedforward_layernorm",
+                                                                              "post_attention_layernorm"}:
+            raise ModelError(f"{name} is a parallel-residual decoder: circuits are traced on decoders whose "
+                             "feed-forward block reads the stream after its layer's attention")
+        projection = registry.projection(DECODER_SELF, site.layer)
+        if projection is None or "mlp" not in names:
+            raise ModelError(f"{name}: cannot find the output projection and the feed-forward block of {site.path}")
+        mlp_in = getattr(layer, mlp_norm, None) or layer.mlp
+        heads = registry.heads(DECODER_SELF, site.layer)
+        kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
+        out.append(LayerParts(registry.module(site), getattr(layer, "input_layernorm", None), output_norm,
+                              projection, mlp_in, getattr(layer, "post_feedforward_layernorm", None) or layer.mlp,
+                              heads, kv_heads))
+    if len({(p.heads, p.kv_heads) for p in out}) != 1:
+        raise ModelError(f"{name}'s layers have different numbers of heads: the circuit graph needs one")
+    return out
+
+
+@dataclass(frozen=True)
+class RegistryCircuit:
+    """A transformers decoder as the circuit runs see it: the model and each layer's parts."""
+
+    registry: RegistryModel
+    parts: list[LayerParts]
+
+    @classmethod
+    def of(cls, name: str, registry: RegistryModel) -> RegistryCircuit:
+        return cls(registry, layer_parts(name, registry))
+
+    @property
+    def graph(self) -> Graph:
+        return Graph(layers=len(self.parts), heads=self.parts[0].heads, kv_heads=self.parts[0].kv_heads, mlp=True)
+
+    def split(self, wiring, embed=None) -> RegistrySplitRun:
+        return RegistrySplitRun(self.registry, self.parts, wiring, embed)
+
+
+class _Stop(Exception):
+    """Ends the side call on the copies once q, k and v are known."""
+
+
+def projections(part: LayerParts, layer: int, copies: torch.Tensor, args: tuple,
+                kwargs: dict) -> dict[str, torch.Tensor]:
+    """q, k and v (each (C, heads, T, d_head), as they reach the attention function: after q/k norms
+    and rotary) of C copies of the stream (C, T, d_model), by the attention module's own forward."""
+    normed = part.input_norm(copies) if part.input_norm is not None else copies
+    seen: dict[str, torch.Tensor] = {}
+
+    def keep(x: torch.Tensor, hook: HookPoint) -> None:
+        seen[hook.kind] = x
+        if hook.kind == "v":
+            raise _Stop
+
+    def run() -> None:
+        with intervene([(hook_name(DECODER_SELF, layer, kind), keep) for kind in QKV]):
+            if args:  # the module's own forward, past the hooks on it
+                part.attention.forward(normed, *args[1:], **kwargs)
+            else:
+                part.attention.forward(**{**kwargs, "hidden_states": normed})
+
+    try:
+        contextvars.Context().run(run)  # a fresh context: none of the caller's interventions apply here
+    except _Stop:
+        pass
+    return seen
+
+
+class RegistrySplitRun(SplitRecord):
+    """:class:`attention_viz.backends.circuit.SplitRun` on a transformers decoder: receivers read what
+    ``wiring`` gives them, every node's output is kept (``embed``, each head's write, each block's)."""
+
+    def __init__(self, registry: RegistryModel, parts: list[LayerParts], wiring, embed=None) -> None:
+        super().__init__(wiring, embed)
+        self.registry, self.parts = registry, parts
+        self.qkv: dict[int, dict[str, torch.Tensor]] = {}  # layer → kind → (B, n, T, d_head) from the copies
+
+    def heads_of(self, layer: int, kind: str) -> int:
+        return self.parts[layer].heads if kind == "q" else self.parts[layer].kv_heads
+
+    def _attention_in(self, layer: int, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        """Every head's q, k and v from its own copy, before the real call reads them."""
+        reads = {kind: self.wiring.attention(self, layer, kind, self.entering[layer]) for kind in QKV}
+        if all(copies is None for copies in reads.values()):
+            return None
+        x = self.entering[layer]
+        copies = [(reads[kind] if reads[kind] is not None
+                   else x.unsqueeze(2).expand(-1, -1, self.heads_of(layer, kind), -1)) for kind in QKV]
+        sizes = [c.size(2) for c in copies]
+        batch = torch.cat([c.movedim(2, 0) for c in copies]).flatten(0, 1)  # (Σn·B, T, d_model)
+        seen = projections(self.parts[layer], layer, batch, args, kwargs)
+        out, start = {}, 0
+        for kind, n in zip(QKV, sizes):
+            per_copy = seen[kind][start * x.size(0):(start + n) * x.size(0)].unflatten(0, (n, x.size(0)))
+            out[kind] = per_copy.diagonal(dim1=0, dim2=2).movedim(-1, 1)  # copy h's head h: (B, n, T, d)
+            start += n
+        self.qkv[layer] = out
+        return None
+
+    def _project(self, layer: int, kind: str, original: torch.Tensor, hook: HookPoint) -> torch.Tensor | None:
+        return self.qkv.get(layer, {}).get(kind)
+
+    def _heads(self, layer: int, context: torch.Tensor, hook: HookPoint) -> None:
+        part = self.parts[layer]
+        w_o = part.projection.weight  # (d_model, h·d_head)
+        per_head = torch.einsum("bhtk,dhk->hbtd", context, w_o.view(w_o.size(0), part.heads, -1))
+        if part.output_norm is not None:  # sandwich: the attention's output normed with its scale frozen
+            bias = getattr(part.projection, "bias", None)
+            apply, _ = frozen_registry_norm(part.output_norm, per_head.sum(0) + (0 if bias is None else bias))
+            per_head = apply(per_head)
+        self.written += list(per_head)
+
+    def _mlp_in(self, layer: int, module: nn.Module, args: tuple) -> tuple:
+        self.mids[layer] = args[0]
+        self.mlp_inputs[layer] = self.wiring.mlp(self, layer, args[0])
+        return (self.mlp_inputs[layer], *args[1:])
+
+    def _mlp_out(self, layer: int, module: nn.Module, args: tuple, output) -> None:
+        self.written.append(output[0] if isinstance(output, tuple) else output)
+
+    def _final(self, module: nn.Module, args: tuple) -> tuple:
+        self.final = args[0]
+        return (self.wiring.logits(self, args[0]), *args[1:])
+
+    def hooks(self) -> list[tuple[str, object]]:
+        out = []
+        for layer in range(len(self.parts)):
+            out.append((layer_hook_name("decoder", layer, "resid_pre"), partial(self._enter, layer)))
+            out += [(hook_name(DECODER_SELF, layer, kind), partial(self._project, layer, kind)) for kind in QKV]
+            out.append((hook_name(DECODER_SELF, layer, "context"), partial(self._heads, layer)))
+        return out
+
+    def forward(self, side, batch: int = 1) -> torch.Tensor:
+        """The metric of each batch item (B,)."""
+        parts = self.parts
+        with module_hooks(pre=[*((p.mlp_in, partial(self._mlp_in, i)) for i, p in enumerate(parts)),
+                               (self.registry.final_norm(), self._final)],
+                          post=[(p.mlp_out, partial(self._mlp_out, i)) for i, p in enumerate(parts)],
+                          pre_with_kwargs=[(p.attention, partial(self._attention_in, i)) for i, p in enumerate(parts)]):
+            with intervene(self.hooks()):
+                args = [a.expand(batch, *a.shape[1:]) for a in side.args]
+                return side.measure(self.registry(*args))
