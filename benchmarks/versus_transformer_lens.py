@@ -16,7 +16,8 @@ TransformerLens loads the weights with ``fold_ln``, ``center_writing_weights`` a
 (its defaults: they change no logit difference, no patched metric and no head's normalised direct
 attribution; ``apply_ln_to_stack`` divides by the final norm's scale only, so the norm's weight must
 be folded into W_U for its numbers to mean ours) and without ``fold_value_biases`` (which would move
-each head's value bias out of its output: ours keeps it there).
+each head's value bias out of its output: ours keeps it there). Either other choice makes its direct
+logit attribution differ from ours: the biases and norm weights are random too so that it would show.
 
     make bench-tl   (builds .venv-tl beside .venv with TransformerLens 3.9, then runs this with --doc)
     .venv-tl/bin/python -m benchmarks.versus_transformer_lens [--reps 3] [--threads N] [--doc docs/performance.md]
@@ -55,18 +56,25 @@ from .performance_doc import TRANSFORMER_LENS_HEADING, with_section  # noqa: E40
 from .timing import in_passes  # noqa: E402
 
 GPT2_SMALL = dict(n_embd=768, n_layer=12, n_head=12, n_inner=3072, n_positions=1024)
-COMMAND = "make bench-tl"
 
 
 def save_model(folder: Path, vocab: int) -> None:
-    """A GPT-2-small-shaped GPT2LMHeadModel with seeded random weights and a word-level tokenizer
-    (words w0, w1, ...: one token each, no special tokens added), saved as transformers would."""
+    """A GPT-2-small-shaped GPT2LMHeadModel with seeded random weights (biases and norm weights too) and
+    a word-level tokenizer (words w0, w1, ...: one token each, no special tokens added), saved as
+    transformers would."""
     words = {f"w{i}": i for i in range(vocab)}
     tokenizer = Tokenizer(models.WordLevel(words, unk_token="w0"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="w0").save_pretrained(folder)
     torch.manual_seed(0)
-    GPT2LMHeadModel(GPT2Config(vocab_size=vocab, **GPT2_SMALL)).save_pretrained(folder)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=vocab, **GPT2_SMALL))
+    with torch.no_grad():  # GPT-2's initialisation leaves every bias 0 and every norm weight 1: nothing to fold
+        for name, parameter in model.named_parameters():
+            if name.endswith(".bias"):
+                parameter.normal_(0.0, 0.02)
+            elif ".ln_" in name:
+                parameter.uniform_(0.5, 1.5)
+    model.save_pretrained(folder)
 
 
 def texts(vocab: int, tokens: int) -> tuple[str, str]:
@@ -167,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("TransformerLens is not installed in this environment: run `make bench-tl`, which builds "
                          ".venv-tl with it beside the project's .venv")
     torch.set_num_threads(args.threads)
-    before = load_averages()
+    started, before = time.strftime("%Y-%m-%dT%H:%M:%S"), load_averages()
+    command = " ".join(["python -m benchmarks.versus_transformer_lens", *(sys.argv[1:] if argv is None else argv)])
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         save_model(folder, args.vocab)
@@ -180,8 +189,6 @@ def main(argv: list[str] | None = None) -> int:
     del hf
     inputs = (clean_text, corrupt_text, f"w{answer}", f"w{wrong}")
 
-    ours_patching = patch(backend, *inputs, "heads")
-    gap = ours_patching.clean - ours_patching.corrupt
     tasks = {
         "activation patching, every head (restored fraction)": (
             lambda: patch(backend, *inputs, "heads"), tl.activation_patching,
@@ -193,9 +200,11 @@ def main(argv: list[str] | None = None) -> int:
             lambda: attribution_patch(backend, *inputs, "heads"), tl.attribution_patching,
             lambda ours: ours.restored, lambda theirs: theirs / tl.gap()),
     }
-    rows = []
+    rows, gap = [], None
     for task, (ours_call, tl_call, ours_values, tl_values) in tasks.items():
-        ours, theirs = ours_values(ours_call()), tl_values(tl_call())
+        result = ours_call()
+        gap = result.clean - result.corrupt if gap is None else gap  # activation patching measured both runs
+        ours, theirs = ours_values(result), tl_values(tl_call())
         difference, largest = float(np.max(np.abs(ours - theirs))), float(np.max(np.abs(ours)))
         times = in_passes({"ours": ours_call, "TransformerLens": tl_call}, reps=args.reps,
                           rounds=min(2, args.reps), warmup=1)
@@ -203,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{task}: ours {rows[-1][1]:.3f} s, TransformerLens {rows[-1][2]:.3f} s, max |difference| "
               f"{difference:.2g} (largest |value| {largest:.3g})", flush=True)
 
-    header = (f"`{COMMAND}` — {time.strftime('%Y-%m-%dT%H:%M:%S')}, {platform.machine()}, {os.cpu_count()} cores, "
+    header = (f"`{command}` — {started}, {platform.machine()}, {os.cpu_count()} cores, "
               f"{args.threads} thread(s) for both; load average (1, 5, 15 min) {before} before the run, "
               f"{load_averages()} after; torch {torch.__version__}, transformers {version('transformers')}, "
               f"transformer-lens {tl_version}. GPT-2-small shape (12 layers × 12 heads, d_model 768, vocabulary "
@@ -230,10 +239,10 @@ in .venv-tl). Do not edit by hand: run it again. -->
 The same GPT-2-small-shaped weights opened by ours (an `hf:` folder, our decoder) and by TransformerLens
 (a `HookedTransformer`: fold_ln, center_writing_weights and center_unembed on, fold_value_biases off, so
 every compared number means the same in both). *max |difference|* compares the 144 heads' values
-(restored fractions for the two patchings, logits for direct logit attribution); *largest |value|*
-is ours, for scale. TransformerLens'
-activation patching runs one whole forward per head and computes every position's logits; its
-attribution patching scores every head at every position (its node graph), summed here per head.
+(restored fractions for the two patchings, logits for direct logit attribution); *largest |value|* is
+ours, for scale. TransformerLens' activation patching runs one whole forward per head and computes
+every position's logits; its attribution patching scores every head at every position (its node
+graph), summed here per head.
 """
 
 
