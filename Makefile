@@ -7,7 +7,7 @@ PORT ?= 8501
 # Loopback: your own machine. Serving others: set ATTENTION_VIZ_MODEL_ROOTS first (docs/deploy.md).
 ADDRESS ?= 127.0.0.1
 
-.PHONY: install browser nginx run screenshot test bench gpu-check mutants clean
+.PHONY: install browser nginx run screenshot test bench bench-tl gpu-check mutants clean
 
 install: $(STAMP)
 
@@ -48,6 +48,26 @@ bench: install browser
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.run --markdown benchmarks/RESULTS.md --performance docs/performance.md
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.gpu --device cpu --shape gpt2-small --tokens 1024 2048 4096 \
 		--every-head-up-to 0 --passes 3 --doc docs/performance.md
+
+# Ours beside TransformerLens on the same GPT-2-small-shaped weights (activation patching, direct logit
+# attribution, attribution patching); writes its section of docs/performance.md. TransformerLens is no
+# dependency of the project: it goes into .venv-tl, a venv of its own that reads .venv's packages through a
+# .pth file (site.addsitedir, so .venv's own .pth files apply too), so torch and transformers are not
+# installed twice and .venv is never written; constraints.txt keeps pip from replacing any pinned package.
+TL_VENV := .venv-tl
+TL_VERSION := 3.9.0
+
+$(TL_VENV)/.installed: $(STAMP)
+	rm -rf $(TL_VENV)
+	$(PY) -m venv $(TL_VENV)
+	shared=$$($(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"); \
+	own=$$($(TL_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"); \
+	echo "import site; site.addsitedir('$$shared')" > "$$own/project-venv.pth"
+	$(TL_VENV)/bin/python -m pip install -q -c constraints.txt transformer-lens==$(TL_VERSION)
+	touch $@
+
+bench-tl: $(TL_VENV)/.installed
+	HF_HUB_OFFLINE=1 $(TL_VENV)/bin/python -m benchmarks.versus_transformer_lens --doc docs/performance.md
 
 # On a machine with CUDA (the venv's torch a CUDA build; docs/deploy.md): the gpu tests, then benchmarks.gpu on
 # the Llama 1B and 8B shapes, each writing its table and floors into docs/performance.md with the card's name.

@@ -25,6 +25,7 @@ in one run are steadier than seconds.
 | `benchmarks.ablation` | a head ablation's cost beside the plain forward | `python -m benchmarks.ablation` |
 | `benchmarks.atlas` | the corpus pass on Ray: sentences per second | `python -m benchmarks.atlas` |
 | `benchmarks.registry` | every family through transformers' attention registry with our attention function: parity with eager, the long path, a capture beside transformers' SDPA and eager forwards | `python -m benchmarks.registry --doc docs/performance.md` |
+| `benchmarks.versus_transformer_lens` | activation patching, direct logit attribution and attribution patching beside TransformerLens 3.9 on the same GPT-2-small-shaped weights: seconds and the largest difference | `make bench-tl` (builds `.venv-tl` with TransformerLens, writes its section below) |
 | `benchmarks.gpu` | real model shapes (Llama 1B, 8B; random weights) on one CUDA card: the long head view, every head, a full capture against `transformers` eager and SDPA, peak device memory; the floors | `make gpu-check` (writes the GPU section below) |
 
 The tables of the last `make bench` follow.
@@ -35,10 +36,10 @@ The tables of the last `make bench` follow.
 def document(tables: str, old: str = "") -> str:
     """The page: the fixed introduction, then ``tables`` (benchmarks.run's markdown) one level down,
     then the sections of ``old`` (the page as it was) that other scripts write: the GPU section, which
-    only a machine with CUDA measures, and the registry's."""
+    only a machine with CUDA measures, the registry's and TransformerLens'."""
     body = "\n".join("#" + line if line.startswith("#") else line for line in tables.splitlines())
     page = INTRO + body + "\n"
-    for heading in (GPU_HEADING, REGISTRY_HEADING):
+    for heading in (GPU_HEADING, REGISTRY_HEADING, TRANSFORMER_LENS_HEADING):
         found = _section(old, heading)
         if found is not None:
             page = _with_section(page, heading, "\n".join(old.splitlines()[found[0] + 1 : found[1]]))
@@ -48,6 +49,8 @@ def document(tables: str, old: str = "") -> str:
 GPU_HEADING = "## Real model shapes: long inputs and full capture"
 # written by python -m benchmarks.registry --doc docs/performance.md
 REGISTRY_HEADING = "## Every family through transformers' registry, with our attention function"
+# written by python -m benchmarks.versus_transformer_lens --doc docs/performance.md (make bench-tl)
+TRANSFORMER_LENS_HEADING = "## Beside TransformerLens, on the same weights"
 GPU_INTRO = """
 <!-- Written by python -m benchmarks.gpu --doc docs/performance.md, one table per model shape and device:
 `make gpu-check` on a machine with CUDA (the Llama 1B and 8B shapes), `make bench` on the CPU (a Llama of
