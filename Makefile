@@ -89,4 +89,4 @@ mutants: install
 	HF_HUB_OFFLINE=1 $(PY) .ci/mutants.py --doc docs/mutants.md
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(TL_VENV) .pytest_cache
