@@ -4,15 +4,14 @@ kind, the whole call (clean, corrupt and patched runs). Targets: ``heads`` ≤ 1
     python -m benchmarks.patching [--reps 5] [--threads 2]
 
 Beside ours, the plain way: one full forward per site through ``run_with_hooks`` (no batching, no
-start at the site's layer), on the same model and sites. TransformerLens (its ``patching`` module)
-would sit beside them only where ``transformer_lens`` is installed; the output says whether it is.
+start at the site's layer), on the same model and sites. TransformerLens's ``patching`` module runs
+beside ours on a GPT-2-small shape in benchmarks/versus_transformer_lens.py (``make bench-tl``).
 Each contender runs in passes of its own (benchmarks/timing.py); reported: medians.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 
 from attention_viz.runtime.settings import apply_process_settings
@@ -67,11 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         target = TARGETS.get(site)
         verdict = "" if target is None else f"≤ {target} s: {'met' if ours <= target else 'NOT met'}"
         print(f"{site:<16}{len(experiment.sites):>7}{ours:>9.3f}{plain:>25.3f}{plain / ours:>9.1f}×  {verdict}")
-    if importlib.util.find_spec("transformer_lens") is None:
-        print("TransformerLens: not installed here, so no side-by-side with transformer_lens.patching")
-    else:
-        print("TransformerLens: installed, but it runs its own HookedTransformer weights: a side-by-side on "
-              "minilm needs its BERT conversion, which this benchmark does not do")
+    print("TransformerLens beside ours (same GPT-2-small-shaped weights): make bench-tl")
     return 0
 
 
