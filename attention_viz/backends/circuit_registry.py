@@ -4,10 +4,14 @@ residual stream, written with transformers' own modules.
 
 Each receiver's input is handed over where the layer reads it:
 
-* a head's q, k or v input: before the layer's input norm. A pre-hook on the attention module runs the
-  module's own projections (the input norm, W_Q/W_K/W_V or a fused qkv, q/k norms, rotary) once on
-  all the copies side by side, stopped right after v at our hook points; head h's query is taken from
-  the copy of head h, and our ``q``/``k``/``v`` hook points hand those to the real call;
+* a head's q, k or v input: before the layer's input norm. Where nothing after the projections mixes
+  heads (rotary, a q/k norm over one head's width: every family but OLMo 2), the projection module's
+  output is replaced in the real call: head h's slice of W_Q (W_K, W_V; or of a fused qkv) applied to
+  the input norm of head h's copy, so the module's own q/k norms and rotary then run once, on what
+  each head reads (and the projection's own product is skipped, its input emptied). Otherwise a
+  pre-hook on the attention module runs the module's own forward once on all the copies side by
+  side, stopped right after v at our hook points; head h's query is taken from the copy of head h,
+  and our ``q``/``k``/``v`` hook points hand those to the real call;
 * a feed-forward block: its first module (the norm before it, or the block itself in OLMo 2) reads
   the copy, and the stream goes on as the model's own plus what the block wrote from it;
 * the unembedding: the final norm reads the copy.
@@ -50,6 +54,33 @@ class LayerParts:
     mlp_out: nn.Module  # writes what the block adds to the stream
     heads: int
     kv_heads: int
+    qkv: tuple[tuple[nn.Linear, int, int], ...] | None  # per kind of QKV: its projection, where its heads lie
+
+
+def head_projections(attention: nn.Module, output: nn.Module, heads: int,
+                     kv_heads: int) -> tuple[tuple[nn.Linear, int, int], ...] | None:
+    """Per kind of QKV the ``nn.Linear`` whose output holds that kind for every head (q_proj, k_proj,
+    v_proj, or Phi-3's fused qkv_proj) and the columns it fills there; None where the projections are
+    not found, or where a module of the attention other than these and W_O (``output``) has
+    parameters wider than one head (OLMo 2's q/k norms over all heads), so heads mix after them."""
+    children = dict(attention.named_children())
+    separate = [children.get(f"{kind}_proj") for kind in QKV]
+    fused = children.get("qkv_proj")
+    if all(isinstance(m, nn.Linear) for m in separate):
+        d = separate[0].out_features // heads
+        found = tuple((m, 0, m.out_features) for m in separate)
+    elif isinstance(fused, nn.Linear):
+        d = fused.out_features // (heads + 2 * kv_heads)
+        ends = [0, heads * d, (heads + kv_heads) * d, fused.out_features]
+        found = tuple((fused, ends[i], ends[i + 1]) for i in range(3))
+    else:
+        return None
+    if [stop - start for _, start, stop in found] != [heads * d, kv_heads * d, kv_heads * d]:
+        return None
+    used = {id(m) for m, _, _ in found} | {id(output)}
+    if any(p.size(-1) != d for child in children.values() if id(child) not in used for p in child.parameters()):
+        return None
+    return found
 
 
 def layer_parts(name: str, registry: RegistryModel) -> list[LayerParts]:
@@ -73,9 +104,10 @@ def layer_parts(name: str, registry: RegistryModel) -> list[LayerParts]:
         mlp_in = getattr(layer, mlp_norm, None) or layer.mlp
         heads = registry.heads(DECODER_SELF, site.layer)
         kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
-        out.append(LayerParts(registry.module(site), getattr(layer, "input_layernorm", None), output_norm,
+        attention = registry.module(site)
+        out.append(LayerParts(attention, getattr(layer, "input_layernorm", None), output_norm,
                               projection, mlp_in, getattr(layer, "post_feedforward_layernorm", None) or layer.mlp,
-                              heads, kv_heads))
+                              heads, kv_heads, head_projections(attention, projection, heads, kv_heads)))
     if len({(p.heads, p.kv_heads) for p in out}) != 1:
         raise ModelError(f"{name}'s layers have different numbers of heads: the circuit graph needs one")
     return out
@@ -137,15 +169,20 @@ class RegistrySplitRun(SplitRecord):
     def __init__(self, registry: RegistryModel, parts: list[LayerParts], wiring, embed=None) -> None:
         super().__init__(wiring, embed)
         self.registry, self.parts = registry, parts
-        self.qkv: dict[int, dict[str, torch.Tensor]] = {}  # layer → kind → (B, n, T, d_head) from the copies
+        self.reads: dict[int, dict[str, torch.Tensor | None]] = {}  # layer → kind → (B, T, n, d_model) copies
+        self.qkv: dict[int, dict[str, torch.Tensor]] = {}  # layer → kind → (B, n, T, d_head) from the side call
 
     def heads_of(self, layer: int, kind: str) -> int:
         return self.parts[layer].heads if kind == "q" else self.parts[layer].kv_heads
 
     def _attention_in(self, layer: int, module: nn.Module, args: tuple, kwargs: dict) -> None:
-        """Every head's q, k and v from its own copy, before the real call reads them."""
+        """What each head's q, k and v read, before the real call reads them: kept for the projections'
+        hooks, or (heads mixed after the projections) projected here by the side call."""
         reads = {kind: self.wiring.attention(self, layer, kind, self.entering[layer]) for kind in QKV}
         if all(copies is None for copies in reads.values()):
+            return None
+        if self.parts[layer].qkv is not None:
+            self.reads[layer] = reads
             return None
         x = self.entering[layer]
         copies = [(reads[kind] if reads[kind] is not None
@@ -163,6 +200,37 @@ class RegistrySplitRun(SplitRecord):
 
     def _project(self, layer: int, kind: str, original: torch.Tensor, hook: HookPoint) -> torch.Tensor | None:
         return self.qkv.get(layer, {}).get(kind)
+
+    def _kinds_of(self, layer: int, linear: nn.Module) -> list[str]:
+        return [kind for kind, (m, _, _) in zip(QKV, self.parts[layer].qkv) if m is linear]
+
+    def _skip_projection(self, layer: int, linear: nn.Module, args: tuple) -> tuple | None:
+        """Empty the projection's input when every kind it writes is replaced: its product is not needed."""
+        reads = self.reads.get(layer)
+        if reads is None or any(reads[kind] is None for kind in self._kinds_of(layer, linear)):
+            return None
+        return (args[0].narrow(-2, 0, 0), *args[1:])
+
+    def _head_projection(self, layer: int, linear: nn.Linear, args: tuple, output: torch.Tensor) -> torch.Tensor | None:
+        """The projection's output with head h's slice from head h's copy: the input norm of the copy
+        through that head's rows of the weight (kinds side by side, as the module writes them)."""
+        reads = self.reads.get(layer)
+        if reads is None:
+            return None
+        part, out = self.parts[layer], []
+        for kind in self._kinds_of(layer, linear):
+            _, start, stop = part.qkv[QKV.index(kind)]
+            copies = reads[kind]  # (B, T, n, d_model), or None: this kind reads the stream itself
+            if copies is None:
+                out.append(output[..., start:stop])
+                continue
+            normed = part.input_norm(copies) if part.input_norm is not None else copies
+            weight = linear.weight[start:stop].view(copies.size(2), -1, linear.in_features)  # (n, d_head, d_model)
+            y = torch.einsum("btnm,nkm->btnk", normed, weight)
+            if linear.bias is not None:
+                y = y + linear.bias[start:stop].view(weight.shape[:2])
+            out.append(y.flatten(2))
+        return torch.cat(out, -1) if len(out) > 1 else out[0]
 
     def _heads(self, layer: int, context: torch.Tensor, hook: HookPoint) -> None:
         part = self.parts[layer]
@@ -197,9 +265,12 @@ class RegistrySplitRun(SplitRecord):
     def forward(self, side, batch: int = 1) -> torch.Tensor:
         """The metric of each batch item (B,)."""
         parts = self.parts
+        projections = [(i, m) for i, p in enumerate(parts) for m in dict.fromkeys(m for m, _, _ in p.qkv or ())]
         with module_hooks(pre=[*((p.mlp_in, partial(self._mlp_in, i)) for i, p in enumerate(parts)),
-                               (self.registry.final_norm(), self._final)],
-                          post=[(p.mlp_out, partial(self._mlp_out, i)) for i, p in enumerate(parts)],
+                               (self.registry.final_norm(), self._final),
+                               *((m, partial(self._skip_projection, i)) for i, m in projections)],
+                          post=[*((p.mlp_out, partial(self._mlp_out, i)) for i, p in enumerate(parts)),
+                                *((m, partial(self._head_projection, i)) for i, m in projections)],
                           pre_with_kwargs=[(p.attention, partial(self._attention_in, i)) for i, p in enumerate(parts)]):
             with intervene(self.hooks()):
                 args = [a.expand(batch, *a.shape[1:]) for a in side.args]
