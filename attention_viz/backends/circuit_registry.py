@@ -265,12 +265,12 @@ class RegistrySplitRun(SplitRecord):
     def forward(self, side, batch: int = 1) -> torch.Tensor:
         """The metric of each batch item (B,)."""
         parts = self.parts
-        projections = [(i, m) for i, p in enumerate(parts) for m in dict.fromkeys(m for m, _, _ in p.qkv or ())]
+        linears = [(i, m) for i, p in enumerate(parts) for m in dict.fromkeys(m for m, _, _ in p.qkv or ())]
         with module_hooks(pre=[*((p.mlp_in, partial(self._mlp_in, i)) for i, p in enumerate(parts)),
                                (self.registry.final_norm(), self._final),
-                               *((m, partial(self._skip_projection, i)) for i, m in projections)],
+                               *((m, partial(self._skip_projection, i)) for i, m in linears)],
                           post=[*((p.mlp_out, partial(self._mlp_out, i)) for i, p in enumerate(parts)),
-                                *((m, partial(self._head_projection, i)) for i, m in projections)],
+                                *((m, partial(self._head_projection, i)) for i, m in linears)],
                           pre_with_kwargs=[(p.attention, partial(self._attention_in, i)) for i, p in enumerate(parts)]):
             with intervene(self.hooks()):
                 args = [a.expand(batch, *a.shape[1:]) for a in side.args]
