@@ -261,11 +261,15 @@ def brute_force_scores(reference: Reference, graph, backend: HFBackend, alphas=(
     return out
 
 
-@pytest.mark.parametrize("family, side_call", [(f, False) for f in [*CIRCUIT_FAMILIES, "llama biases"]]
-                         + [("qwen3", True), ("phi3", True)])
+@pytest.mark.parametrize("family, side_call", [(f, "") for f in [*CIRCUIT_FAMILIES, "llama biases"]]
+                         + [("qwen3", "own kind"), ("phi3", "own kind"), ("qwen3", "every projection")])
 def test_eap_scores_equal_each_edge_scored_alone_with_transformers_modules(circuit_folders, family, side_call,
                                                                            monkeypatch):
-    if side_call:  # the module's whole forward on every copy, as for heads that mix after W_Q/W_K (OLMo 2)
+    # the side call: the module's forward on every copy, as where heads mix after W_Q/W_K (OLMo 2), with
+    # each projection on its own kind's copies, or (projections not found) every projection on every copy
+    if side_call == "own kind":
+        monkeypatch.setattr(circuit_registry, "heads_mix", lambda *args: True)
+    elif side_call:
         monkeypatch.setattr(circuit_registry, "head_projections", lambda *args: None)
     backend = HFBackend(str(circuit_folders[family]))
     search = CircuitSearch(backend, TEXT, CORRUPT, "mary", "john", "eap")
