@@ -4,7 +4,8 @@ backward of the same model on the same tokens; and the faithfulness check of a 5
 forward of the clean input with every receiver on its own copy). Targets: scoring ≤ 3× one forward
 and backward; the check ≤ 2 s.
 
-    python -m benchmarks.circuit [--family qwen3|llama3.1|gemma2|...] [--kv-heads 12] [--tokens 32] [--reps 5] [--threads N]
+    python -m benchmarks.circuit [--family qwen3|llama3.1|gemma2|...] [--kv-heads 12] [--tokens 32] [--reps 5]
+                                 [--threads N]
 
 Without ``--family`` the decoder is ours (core/model.py); with it, the same shape (12 layers × 12
 heads, d_model 768, d_ff 3072, GPT-2's vocabulary, tied embeddings) built with that family's
@@ -85,13 +86,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.family is None:
             torch.manual_seed(0)
             model = Transformer(TransformerConfig(**GPT2_SMALL)).eval()
-            run, parameters, title = model, model.parameters(), "GPT-2-small shape (ours"
+            run, parameters, title = model, model.parameters(), "GPT-2-small shape, our decoder"
         else:  # a checkpoint in a folder, loaded as a user's is
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory())) / args.family
             backend = HFBackend(str(save_family(folder, args.family, **family_shape(args.kv_heads))))
             model = circuit_model(backend)
             run, parameters = model.registry, backend.model.parameters()
-            title = f"{args.family} in GPT-2-small shape ({args.kv_heads} kv heads, transformers' modules"
+            title = f"GPT-2-small shape, {args.family} in transformers' classes with {args.kv_heads} kv heads"
         return measure(model, run, [p for p in parameters if p.requires_grad], title, args)
 
 
@@ -131,7 +132,7 @@ def measure(model: Transformer | RegistryCircuit, run, parameters: list[torch.Te
     }, args.reps)
     seconds = {name: median(values) for name, values in times.items()}
     base = seconds["forward and backward"]
-    print(f"{title}: 12 layers × 12 heads, d_model 768, random weights), {args.tokens} tokens, "
+    print(f"{title} (12 layers × 12 heads, d_model 768, random weights), {args.tokens} tokens, "
           f"{edges} edges; {args.threads} thread(s), load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} "
           f"cores, median of {args.reps} calls, each contender in passes of its own")
     strict = seconds["forward and backward to the input only"]

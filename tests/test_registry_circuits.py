@@ -224,7 +224,8 @@ def with_biases(folder, family: str, **changes):
 @pytest.fixture(scope="module")
 def circuit_folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("circuits")
-    folders = {family: save_family(root / family, family) for family in [*CIRCUIT_FAMILIES, "olmo2", "mistral", "gpt-oss"]}
+    families = [*CIRCUIT_FAMILIES, "olmo2", "mistral", "gpt-oss"]
+    folders = {family: save_family(root / family, family) for family in families}
     folders["llama biases"] = with_biases(root / "llama", "llama3.1", attention_bias=True,
                                             initializer_range=0.2)
     return folders

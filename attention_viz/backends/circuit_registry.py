@@ -111,9 +111,10 @@ def layer_parts(name: str, registry: RegistryModel) -> list[LayerParts]:
         kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
         attention = registry.module(site)
         qkv = head_projections(attention, heads, kv_heads)
+        per_head = qkv is not None and not heads_mix(attention, qkv, projection, heads)
         out.append(LayerParts(attention, getattr(layer, "input_layernorm", None), output_norm,
                               projection, mlp_in, getattr(layer, "post_feedforward_layernorm", None) or layer.mlp,
-                              heads, kv_heads, qkv, qkv is not None and not heads_mix(attention, qkv, projection, heads)))
+                              heads, kv_heads, qkv, per_head))
     if len({(p.heads, p.kv_heads) for p in out}) != 1:
         raise ModelError(f"{name}'s layers have different numbers of heads: the circuit graph needs one")
     return out
