@@ -13,12 +13,13 @@ import numpy as np
 import pytest
 import torch
 
+from attention_viz.backends import circuit_registry
 from attention_viz.backends.circuit import CircuitSearch, circuit_metrics, edge_scores
 from attention_viz.backends.hf import HFBackend
 from attention_viz.backends.logit_attribution import attribute
 from attention_viz.backends.patch_sides import sides
 from attention_viz.errors import ModelError
-from benchmarks.families import TEXT, save_family
+from benchmarks.families import TEXT, model_of, save_family
 
 DLA_FAMILIES = ["qwen3", "gemma2", "olmo2", "mistral", "phi3", "gemma3", "cohere2", "gpt-oss"]
 
@@ -207,10 +208,27 @@ class Reference:
         return logits[answer] - logits[wrong], outputs, streams
 
 
+def with_biases(folder, family: str, **changes):
+    """``folder`` with a random ``family`` checkpoint whose biases are drawn too (transformers starts them
+    at 0, where a dropped bias would go unseen)."""
+    save_family(folder, family, **changes)
+    model = model_of(family, **changes)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith("bias"):
+                parameter.normal_()
+    model.save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture(scope="module")
 def circuit_folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("circuits")
-    return {family: save_family(root / family, family) for family in [*CIRCUIT_FAMILIES, "olmo2", "mistral", "gpt-oss"]}
+    families = [*CIRCUIT_FAMILIES, "olmo2", "mistral", "gpt-oss"]
+    folders = {family: save_family(root / family, family) for family in families}
+    folders["llama biases"] = with_biases(root / "llama", "llama3.1", attention_bias=True,
+                                            initializer_range=0.2)
+    return folders
 
 
 def pair(backend: HFBackend) -> tuple[list[int], list[int], int, int]:
@@ -244,8 +262,16 @@ def brute_force_scores(reference: Reference, graph, backend: HFBackend, alphas=(
     return out
 
 
-@pytest.mark.parametrize("family", CIRCUIT_FAMILIES)
-def test_eap_scores_equal_each_edge_scored_alone_with_transformers_modules(circuit_folders, family):
+@pytest.mark.parametrize("family, side_call", [(f, "") for f in [*CIRCUIT_FAMILIES, "llama biases"]]
+                         + [("qwen3", "own kind"), ("phi3", "own kind"), ("qwen3", "every projection")])
+def test_eap_scores_equal_each_edge_scored_alone_with_transformers_modules(circuit_folders, family, side_call,
+                                                                           monkeypatch):
+    # the side call: the module's forward on every copy, as where heads mix after W_Q/W_K (OLMo 2), with
+    # each projection on its own kind's copies, or (projections not found) every projection on every copy
+    if side_call == "own kind":
+        monkeypatch.setattr(circuit_registry, "heads_mix", lambda *args: True)
+    elif side_call:
+        monkeypatch.setattr(circuit_registry, "head_projections", lambda *args: None)
     backend = HFBackend(str(circuit_folders[family]))
     search = CircuitSearch(backend, TEXT, CORRUPT, "mary", "john", "eap")
     expected = brute_force_scores(Reference(circuit_folders[family]), search.graph, backend)
