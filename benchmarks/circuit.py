@@ -12,16 +12,16 @@ heads, d_model 768, d_ff 3072, GPT-2's vocabulary, tied embeddings) built with t
 transformers classes, saved to a temporary folder and loaded through ``HFBackend`` as a user's
 checkpoint is: its attention runs through our registered function (backends/circuit_registry.py).
 
-TransformerLens (3.9's ``HookedTransformer`` with split q/k/v inputs, as Hanna et al.'s EAP-IG code
-uses it) would sit beside ours only where ``transformer_lens`` is installed; the output says whether
-it is. Each contender runs in passes of its own (benchmarks/timing.py); reported: medians.
+No TransformerLens column: 3.9 scores nodes, not edges (its ``EdgeAttributionConfig(granularity="edge")``
+and ``ig_steps > 1`` raise NotImplementedError); its patching, DLA and node attribution patching run beside
+ours in benchmarks/versus_transformer_lens.py (``make bench-tl``). Each contender runs in passes of its
+own (benchmarks/timing.py); reported: medians.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import os
 import tempfile
 from pathlib import Path
@@ -143,10 +143,6 @@ def measure(model: Transformer | RegistryCircuit, run, parameters: list[torch.Te
         ok = ("" if not target else " ok" if (value <= SCORE_TARGET * base if "fwd" in target else value <= CHECK_TARGET)
               else " MISSED")
         print(f"{name:<40}{value:>8.3f}{value / base:>11.2f}{value / strict:>20.2f}  {target}{ok}")
-    if importlib.util.find_spec("transformer_lens") is None:
-        print("TransformerLens: not installed here (kept out of the shared environment), so no comparison")
-    else:
-        print("TransformerLens is installed, but its EAP comparison is not written yet")
     return 0
 
 
