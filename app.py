@@ -13,14 +13,24 @@ apply_process_settings()  # the server's process settings, before anything impor
 import logging  # noqa: E402
 from contextlib import nullcontext  # noqa: E402
 
+import streamlit as st  # noqa: E402
+
+from attention_viz.ui.page_scripts import page_scripts  # noqa: E402
+from attention_viz.ui.page_style import dim_stale_elements_in_one_step  # noqa: E402
+
+# The page's frame first, before the imports below (torch among them: seconds on a server's first run):
+# its scripts start loading the chart code in the browser meanwhile.
+st.set_page_config(page_title="attention-viz", page_icon="🔍", layout="wide")
+dim_stale_elements_in_one_step()
+page_scripts()
+
 # Imported here, at the first run of the server, what Streamlit and the pages would otherwise import
 # lazily: two sessions starting at once could otherwise meet a half-imported module.
-import numpy  # noqa: F401
-import pandas  # noqa: F401
-import plotly.graph_objects  # noqa: F401
-import plotly.io  # noqa: F401
-import pyarrow  # noqa: F401
-import streamlit as st
+import numpy  # noqa: E402, F401
+import pandas  # noqa: E402, F401
+import plotly.graph_objects  # noqa: E402, F401
+import plotly.io  # noqa: E402, F401
+import pyarrow  # noqa: E402, F401
 
 from attention_viz.backends.registry import HF_PREFIX
 from attention_viz.core.provenance import Provenance
@@ -55,9 +65,7 @@ from attention_viz.ui.views import (
     positional,
 )
 from attention_viz.ui.navigation import landing, view_picker
-from attention_viz.ui.page_scripts import page_scripts
 from attention_viz.ui.progress import progress_shown
-from attention_viz.ui.page_style import dim_stale_elements_in_one_step
 
 # view key (used in the URL) → (label, one-line caption, render function), in the sidebar's order:
 # the Learn path first (a student's natural first steps), then the Explore tools.
@@ -91,9 +99,6 @@ WHOLE_TEXT = {"head": long_head.render_whole, "grid": long_grid.render_whole, "f
               "layers": long_layers.render_whole, "compare": long_compare.render_whole,
               "detector": detector.render_whole}
 
-st.set_page_config(page_title="attention-viz", page_icon="🔍", layout="wide")
-dim_stale_elements_in_one_step()
-page_scripts()
 seed_from_url()
 request = request_panel()
 with st.sidebar:
