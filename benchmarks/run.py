@@ -202,8 +202,9 @@ def markdown(report: dict, command: str) -> str:
     if "browser" in report:
         b = report["browser"]
         lines += ["## In the browser (headless Chromium, `make run`)", "",
-                  "*Of which the server*: Enter → the heatmap's message received by the page, both on the page's "
-                  "own clock; the rest is the browser drawing the page.", "",
+                  "*Of which the server*: until the heatmap's message is received by the page: from Enter, both on "
+                  "the page's own clock; on a first visit, from the fresh server's answer, both on the machine's "
+                  "clock (the page's own load included). The rest is the browser drawing the page.", "",
                   "| measure | median | of which the server | runs |",
                   "|---|---:|---:|---:|",
                   f"| cold start: `make run` started → first heatmap | {median(b['cold_start_s']):.2f} s | | "
