@@ -58,7 +58,7 @@ CHART_CODE = """() => [performance.getEntriesByType('resource').filter(e => e.na
                        document.querySelectorAll('.js-plotly-plot').length]"""
 
 
-def test_the_chart_code_loads_once_before_any_chart_is_sent(app_url, page):
+def test_the_chart_code_loads_from_the_first_run_once_even_on_a_page_without_a_chart(app_url, page):
     """The page's first script starts loading the chart code while the server still runs the model
     (ui/page_scripts.py), not once the first chart arrives: a page that draws no chart loads it too,
     once. (The logit lens of an encoder shows a sentence, no chart.)"""
