@@ -10,17 +10,29 @@ from attention_viz.runtime.settings import apply_process_settings, freeze_startu
 
 apply_process_settings()  # the server's process settings, before anything imports torch
 
+import importlib  # noqa: E402
 import logging  # noqa: E402
 from contextlib import nullcontext  # noqa: E402
+from types import ModuleType  # noqa: E402
+
+import streamlit as st  # noqa: E402
+
+from attention_viz.ui.page_scripts import page_scripts  # noqa: E402
+from attention_viz.ui.page_style import dim_stale_elements_in_one_step  # noqa: E402
+
+# The page's frame first, before the imports below (torch among them: seconds on a server's first run):
+# its scripts start loading the chart code in the browser meanwhile.
+st.set_page_config(page_title="attention-viz", page_icon="🔍", layout="wide")
+dim_stale_elements_in_one_step()
+page_scripts()
 
 # Imported here, at the first run of the server, what Streamlit and the pages would otherwise import
 # lazily: two sessions starting at once could otherwise meet a half-imported module.
-import numpy  # noqa: F401
-import pandas  # noqa: F401
-import plotly.graph_objects  # noqa: F401
-import plotly.io  # noqa: F401
-import pyarrow  # noqa: F401
-import streamlit as st
+import numpy  # noqa: E402, F401
+import pandas  # noqa: E402, F401
+import plotly.graph_objects  # noqa: E402, F401
+import plotly.io  # noqa: E402, F401
+import pyarrow  # noqa: E402, F401
 
 from attention_viz.backends.registry import HF_PREFIX
 from attention_viz.core.provenance import Provenance
@@ -30,70 +42,48 @@ from attention_viz.ui.export import drawn_from, image_format_picker, result_down
 from attention_viz.ui.inputs import request_panel, say_unknown, switch_to_example
 from attention_viz.ui.state import remember, seed_from_url, share, write_to_url
 from attention_viz.ui.text_window import window_text
-from attention_viz.ui.views import (
-    ablation,
-    atlas,
-    basics,
-    causal,
-    circuit,
-    compare,
-    detector,
-    encdec,
-    focus,
-    grid,
-    head,
-    image,
-    inside,
-    layers,
-    long_compare,
-    long_focus,
-    long_grid,
-    long_head,
-    long_layers,
-    logit_lens,
-    patching,
-    positional,
-)
+from attention_viz.ui.views import long_head
 from attention_viz.ui.navigation import landing, view_picker
-from attention_viz.ui.page_scripts import page_scripts
 from attention_viz.ui.progress import progress_shown
-from attention_viz.ui.page_style import dim_stale_elements_in_one_step
 
-# view key (used in the URL) → (label, one-line caption, render function), in the sidebar's order:
-# the Learn path first (a student's natural first steps), then the Explore tools.
+# view key (used in the URL) → (label, one-line caption, its module in ui/views), in the sidebar's order:
+# the Learn path first (a student's natural first steps), then the Explore tools. A view's module is
+# imported when it is first shown: a server's first run imports the landing view's only.
 LEARN = {
-    "basics": ("Basics: the formulas", "softmax(QKᵀ/√d_k)V, step by step on small numbers", basics.render),
-    "inside": ("Inside one head", "Q, K, scores and softmax of one head on your sentence", inside.render),
-    "positional": ("Positional encoding", "how a Transformer knows word order", positional.render),
-    "causal": ("Causal mask", "why a decoder cannot look ahead", causal.render),
-    "encdec": ("Encoder–decoder", "a translation's cross-attention, word by word", encdec.render),
-    "image": ("Image attention", "which regions a caption word or a patch looks at", image.render),
+    "basics": ("Basics: the formulas", "softmax(QKᵀ/√d_k)V, step by step on small numbers", "basics"),
+    "inside": ("Inside one head", "Q, K, scores and softmax of one head on your sentence", "inside"),
+    "positional": ("Positional encoding", "how a Transformer knows word order", "positional"),
+    "causal": ("Causal mask", "why a decoder cannot look ahead", "causal"),
+    "encdec": ("Encoder–decoder", "a translation's cross-attention, word by word", "encdec"),
+    "image": ("Image attention", "which regions a caption word or a patch looks at", "image"),
 }
 EXPLORE = {
-    "head": ("Head", "one head's heatmap (the landing view)", head.render),
-    "grid": ("All heads", "every layer × head at a glance; click one to enlarge", grid.render),
-    "focus": ("Token focus", "which heads link two tokens you pick", focus.render),
-    "layers": ("Across layers", "one token through the stack; rollout and flow", layers.render),
-    "compare": ("Compare", "two heads, two sentences, the coreference pair", compare.render),
-    "ablation": ("Head ablation", "switch heads off and see what changes", ablation.render),
-    "detector": ("Head detector", "find heads that match a pattern", detector.render),
-    "patching": ("Patching", "which heads carry the difference between two sentences", patching.render),
-    "logit_lens": ("Logit lens", "what a decoder would predict after each layer", logit_lens.render),
-    "circuit": ("Circuit", "the edges between heads that carry it, checked by running them", circuit.render),
-    "atlas": ("Head atlas", "every head over a corpus", atlas.render),
+    "head": ("Head", "one head's heatmap (the landing view)", "head"),
+    "grid": ("All heads", "every layer × head at a glance; click one to enlarge", "grid"),
+    "focus": ("Token focus", "which heads link two tokens you pick", "focus"),
+    "layers": ("Across layers", "one token through the stack; rollout and flow", "layers"),
+    "compare": ("Compare", "two heads, two sentences, the coreference pair", "compare"),
+    "ablation": ("Head ablation", "switch heads off and see what changes", "ablation"),
+    "detector": ("Head detector", "find heads that match a pattern", "detector"),
+    "patching": ("Patching", "which heads carry the difference between two sentences", "patching"),
+    "logit_lens": ("Logit lens", "what a decoder would predict after each layer", "logit_lens"),
+    "circuit": ("Circuit", "the edges between heads that carry it, checked by running them", "circuit"),
+    "atlas": ("Head atlas", "every head over a corpus", "atlas"),
 }
 SECTIONS = {"Learn": LEARN, "Explore": EXPLORE}
 VIEWS = {**LEARN, **EXPLORE}
 DEFAULT_VIEW = "head"
 STANDALONE = {"basics", "image"}  # views that need no model run
 # views that read a text past the capture limit whole, blockwise, from the model's name and the text
-WHOLE_TEXT = {"head": long_head.render_whole, "grid": long_grid.render_whole, "focus": long_focus.render_whole,
-              "layers": long_layers.render_whole, "compare": long_compare.render_whole,
-              "detector": detector.render_whole}
+WHOLE_TEXT = {"head": "long_head", "grid": "long_grid", "focus": "long_focus", "layers": "long_layers",
+              "compare": "long_compare", "detector": "detector"}
 
-st.set_page_config(page_title="attention-viz", page_icon="🔍", layout="wide")
-dim_stale_elements_in_one_step()
-page_scripts()
+
+def view_module(name: str) -> ModuleType:
+    """The module ``attention_viz.ui.views.<name>``, imported on first use."""
+    return importlib.import_module(f"attention_viz.ui.views.{name}")
+
+
 seed_from_url()
 request = request_panel()
 with st.sidebar:
@@ -182,13 +172,14 @@ def show(render, provenance: Provenance | None, *inputs) -> None:
 if view == DEFAULT_VIEW:
     landing()
 if view in STANDALONE:
-    show(VIEWS[view][2], None, None)
+    show(view_module(VIEWS[view][2]).render, None, None)
 elif reads_whole_text():
     limit = cache.backend(request.model).max_tokens
     st.info(f"The text is longer than the {limit} tokens the other views capture: this view reads all of it "
             f"block by block; the other views show it {limit} tokens at a time, in windows.")
     whole, name = Provenance(request.model, cache.backend(request.model).implementation, request.text), uploaded_name()
-    show(WHOLE_TEXT[view], whole if name is None else whole.from_file(name), request.model, request.text)
+    show(view_module(WHOLE_TEXT[view]).render_whole, whole if name is None else whole.from_file(name), request.model,
+         request.text)
     # the tensors of the first tokens need the ordinary run: made when the box is opened, not on every upload
     with st.expander(f"Download the attention tensors (the first {limit} tokens)", key="long_downloads",
                      on_change="rerun") as box:
@@ -198,7 +189,7 @@ else:
     result = run_model()
     if result is not None:
         say_unknown(result)
-        show(VIEWS[view][2], result.provenance, result)
+        show(view_module(VIEWS[view][2]).render, result.provenance, result)
         with st.expander("Download the attention tensors"):
             result_downloads(result)
 

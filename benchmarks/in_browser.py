@@ -1,7 +1,8 @@
 """In a real browser (Debian's Chromium, headless, driven by Playwright as tests/browser.py does):
 
 * cold start: ``make run`` started → the default page's heatmap drawn; and of it, the first visit:
-  the fresh server answering (nothing run yet, no model loaded) → the page's heatmap drawn;
+  the fresh server answering (nothing run yet, no model loaded) → the page's heatmap drawn, and of that
+  the server: → the first heatmap's message received by the page (the machine's clock on both sides);
 * shared link → heatmap: a link with a sentence the server has not run, opened in a tab that has shown
   the app before (a browser already open) → that sentence's heatmap drawn (page bootstrap included);
 * Enter → heatmap: a new text typed into "Sentence", Enter pressed → the heatmap's x tick labels
@@ -36,8 +37,9 @@ TICKS_SHOWN = """expected => {
     if (!plot || !plot.querySelector('.heatmaplayer image, .hm image')) return false;
     return same([...plot.querySelectorAll('.xtick text')].map(e => e.textContent));
 }"""
-# Before the app's scripts: the page's clock at Ctrl+Enter and at the first message after it that
-# carries a heatmap (Streamlit's websocket messages are binary protobuf; the markers are plain bytes).
+# Before the app's scripts: the machine's clock at the first websocket message that carries a heatmap
+# (the first visit's), and the page's clock at Ctrl+Enter and at the first such message after it
+# (Streamlit's websocket messages are binary protobuf; the markers are plain bytes).
 CLOCK = """(() => {
     const markers = ['"type":"heatmap"', 'attention_viz.level_canvas'];
     const bytes = new TextDecoder('latin1');
@@ -46,10 +48,13 @@ CLOCK = """(() => {
         constructor(...args) {
             super(...args);
             this.addEventListener('message', event => {
-                if (window.__enterAt === undefined || window.__heatmapAt !== undefined) return;
+                const entered = window.__enterAt !== undefined && window.__heatmapAt === undefined;
+                if (window.__firstHeatmapAt !== undefined && !entered) return;
                 const data = event.data;
                 const text = typeof data === 'string' ? data : bytes.decode(new Uint8Array(data));
-                if (markers.some(m => text.includes(m))) window.__heatmapAt = performance.now();
+                if (!markers.some(m => text.includes(m))) return;
+                if (window.__firstHeatmapAt === undefined) window.__firstHeatmapAt = Date.now() / 1000;
+                if (entered) window.__heatmapAt = performance.now();
             });
         }
     };
@@ -65,18 +70,21 @@ def expected_ticks(backend: Backend, text: str) -> list[str]:
     return [labels[i] for i in ticked(len(labels))]
 
 
-def cold_start(timeout_ms: float) -> tuple[float, float]:
+def cold_start(timeout_ms: float) -> tuple[float, float, float]:
     """Seconds from starting ``make run`` to the default page's heatmap (the browser already open),
-    and of them those from the server's first answer (the first visit of a fresh server)."""
+    of them those from the server's first answer (the first visit of a fresh server), and of those the
+    ones until the heatmap's message reached the page."""
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.add_init_script(CLOCK)
         start = time.perf_counter()
         with served_app() as url:
-            serving = time.perf_counter()
+            serving, serving_at = time.perf_counter(), time.time()
             page.goto(url)
             wait_for_heatmap(page, timeout=timeout_ms)
             drawn = time.perf_counter()
-            return drawn - start, drawn - serving
+            message = page.evaluate("() => window.__firstHeatmapAt") - serving_at
+            return drawn - start, drawn - serving, message
 
 
 def link_to_heatmap(backend: Backend, reps: int, timeout_ms: float) -> list[float]:
@@ -133,8 +141,9 @@ def bench_browser(backend: Backend, lengths: list[int], reps: int, cold_starts: 
     times, messages = enter_to_heatmap(backend, lengths, reps, timeout_ms)
     starts = [cold_start(timeout_ms) for _ in range(cold_starts)]
     return {
-        "cold_start_s": [whole for whole, _ in starts],
-        "first_visit_s": [visit for _, visit in starts],
+        "cold_start_s": [whole for whole, _, _ in starts],
+        "first_visit_s": [visit for _, visit, _ in starts],
+        "first_visit_message_s": [message for _, _, message in starts],
         "link_to_heatmap_s": link_to_heatmap(backend, max(reps // 2, 1), timeout_ms),
         "enter_to_heatmap_s": {str(n): t for n, t in times.items()},
         "enter_to_heatmap_message_s": {str(n): t for n, t in messages.items()},

@@ -262,16 +262,17 @@ def test_picking_hf_says_what_a_folder_needs_and_shows_no_error_before_anything_
 
 
 def test_a_long_input_gets_a_window_with_every_tick_and_positions_in_hover():
-    """Every query of the 64-token window labelled (the figure grows a line a row); the keys every one
-    the width of a 1,280-px window's page holds at 7 px or more, the rest every other (the page's script
-    labels all where the page is wider: tests/test_browser_labels.py)."""
+    """Every query of the 64-token window labelled (the figure grows a line a row), and every key too:
+    upright at 7 px or more, the colour bar under the plot giving them its width (the page's script fits
+    them again to the width drawn: tests/test_browser_labels.py)."""
     text = " ".join(f"word{i % 7} the" for i in range(60))  # > 64 tokens, many "the"
     at = app(text=text, query_from="10", key_from="20")
     assert not at.exception and not at.error
     spec = charts(at)[0]
     assert len(spec["layout"]["yaxis"]["ticktext"]) == 64
     keys = spec["layout"]["xaxis"]
-    assert len(keys["ticktext"]) == 32 and keys["tickfont"]["size"] >= 7 and keys["tickangle"] == -90
+    assert len(keys["ticktext"]) == 64 and keys["tickfont"]["size"] >= 7 and keys["tickangle"] == -90
+    assert spec["data"][0]["colorbar"]["orientation"] == "h"
     assert spec["data"][0]["x"][0].startswith("20: ") and spec["data"][0]["y"][0].startswith("10: ")
     assert at.query_params["key_from"] in ("20", ["20"])
 

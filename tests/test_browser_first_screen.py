@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser import settled, wait_for_heatmap
+from browser import NO_CHART, POLL_MS, settled, wait_for_heatmap
 
 pytestmark = pytest.mark.slow
 
@@ -49,3 +49,20 @@ def test_on_a_phone_the_matrix_gets_the_width(app_url, page):
     assert shape["cells"][2] - shape["cells"][0] >= 0.5 * chart_width
     assert shape["colourbar"][2] - shape["colourbar"][0] <= 40
     assert overlapping(shape["ticks"]) == []
+
+
+
+
+# The page's fetches of Streamlit's chart chunk (its start, on the page's clock), and its Plotly charts
+CHART_CODE = """() => [performance.getEntriesByType('resource').filter(e => e.name.includes('/PlotlyChart.')).length,
+                       document.querySelectorAll('.js-plotly-plot').length]"""
+
+
+def test_the_chart_code_loads_from_the_first_run_once_even_on_a_page_without_a_chart(app_url, page):
+    """The page's first script starts loading the chart code while the server still runs the model
+    (ui/page_scripts.py), not once the first chart arrives: a page that draws no chart loads it too,
+    once. (The logit lens of an encoder shows a sentence, no chart.)"""
+    page.goto(f"{app_url}/?view=logit_lens")
+    page.get_by_text(NO_CHART["logit_lens"]).first.wait_for()
+    page.wait_for_function(f"() => ({CHART_CODE})()[0] > 0", polling=POLL_MS, timeout=30_000)
+    assert page.evaluate(CHART_CODE) == [1, 0]

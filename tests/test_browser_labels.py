@@ -8,7 +8,7 @@ import urllib.parse
 
 import pytest
 
-from browser import NO_CHART, VIEW_LABELS, open_view, settled, wait_for_heatmap
+from browser import NO_CHART, POLL_MS, VIEW_LABELS, open_view, settled, wait_for_heatmap
 
 pytestmark = pytest.mark.slow  # the served app and Chromium, every view twice
 
@@ -61,6 +61,21 @@ OVERLAPS = """([labels, slack]) => [...document.querySelectorAll('.js-plotly-plo
     }
     return found;
 })"""
+# Every chart shown is drawn at its box's width and fitted by the page script (ui/narrow_charts.js marks
+# the data and the width it fitted a chart to, 250 ms after the page changes, then relayouts it): the
+# labels measured are the ones a person sees. Charts folded away (no width) are not measured.
+FITTED = """() => [...document.querySelectorAll('.js-plotly-plot')].every(gd => {
+    const width = gd.clientWidth;
+    if (!width || !gd.data || !gd._fullLayout) return !width;
+    return gd.__attentionVizFitted === gd.data && gd.__attentionVizFittedAt === `${width}×${window.innerWidth}`
+        && Math.abs(gd._fullLayout.width - width) <= 1 && !gd._transitioning;
+})"""
+
+
+def fitted(page) -> None:
+    page.wait_for_function(FITTED, polling=POLL_MS, timeout=30_000)
+
+
 # the views whose steps are folded: every step opened, so its charts are measured too
 FOLDED = {"inside"}
 STEP = re.compile(r"\d · ")
@@ -73,7 +88,6 @@ def open_every_step(page) -> None:
         closed.first.click()
         settled(page)
     assert closed.count() == 0
-    page.wait_for_timeout(500)  # charts that were folded away draw at their width
 
 
 def test_no_two_labels_of_a_chart_overlap_in_any_view_at_either_window_size(app_url, page):
@@ -91,9 +105,7 @@ def test_no_two_labels_of_a_chart_overlap_in_any_view_at_either_window_size(app_
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=90_000)
             if view in FOLDED:
                 open_every_step(page)
-            # Plotly's resize to the column's width, and the page script that thins narrow charts' labels
-            # (ui/narrow_charts.js, 250 ms after the page changes)
-            page.wait_for_timeout(1_000)
+            fitted(page)  # Plotly's resize to the column's width, and the page script's fit of the labels
             overlaps = page.evaluate(OVERLAPS, [LABELS, SLACK])
             if overlaps:
                 found[f"{view} at {size['width']}×{size['height']}"] = overlaps
@@ -115,7 +127,9 @@ TOKEN_CHARTS = """() => [...document.querySelectorAll('.js-plotly-plot')]
         const drawn = axis => [...gd.querySelectorAll(`.${axis}tick > text`)].map(t => t.textContent.trim()).filter(Boolean);
         const box = e => e.getBoundingClientRect();
         const chart = box(gd), cells = gd.querySelector('.heatmaplayer image, .hm image'), sub = gd.querySelector('.gtitle-subtitle');
+        const tokens = axis => gd.layout[axis].categoryarray.map(v => String(v).replace(/^\\d+: /, ''));
         return {title: String(gd.layout.title.text || ''), keys: gd.layout.xaxis.categoryarray.length,
+                key_tokens: tokens('xaxis'), query_tokens: tokens('yaxis'),
                 queries: gd.layout.yaxis.categoryarray.length, x: drawn('x'), y: drawn('y'),
                 cells: cells ? box(cells).width : 0,
                 subtitle_inside: !sub || (box(sub).left >= chart.left - 1 && box(sub).right <= chart.right + 1)};
@@ -131,12 +145,12 @@ EXPORTED = """async i => {
 }"""
 
 
-def token_charts(page, app_url: str, view: str, size: dict) -> list[dict]:
+def token_charts(page, app_url: str, view: str, size: dict, text: str = TROPHY) -> list[dict]:
     page.set_viewport_size(size)
-    page.goto(f"{app_url}/?{urllib.parse.urlencode({'view': view, 'text': TROPHY})}")
+    page.goto(f"{app_url}/?{urllib.parse.urlencode({'view': view, 'text': text})}")
     wait_for_heatmap(page)
     settled(page)
-    page.wait_for_timeout(1_000)  # the page script that fits labels and wraps subtitles (250 ms after a change)
+    fitted(page)  # the page script that fits labels and wraps subtitles
     return page.evaluate(TOKEN_CHARTS)
 
 
@@ -157,3 +171,27 @@ def test_every_token_of_a_sentence_is_labelled_on_the_head_view_compare_and_the_
         assert chart["subtitle_inside"], chart["title"]
         if size == SIZES[0]:
             assert chart["cells"] >= 250, chart["cells"]
+
+
+# 64 tokens with minilm's [CLS] and [SEP]: the head view's window, every one labelled at 1280 px
+SIXTY_FOUR = ("The trophy didn't fit in the suitcase because it was too big. The old fishermen mended their nets "
+              "while the children ran along the harbour wall, counting the boats that came back before the storm. "
+              "Attention lets every word look at every other word and decide how much each one matters for its own "
+              "meaning.")
+
+
+def test_every_one_of_64_tokens_is_labelled_at_1280_on_the_head_view_compare_and_the_export(app_url, page):
+    """Every token present on both axes, in order, with no two labels overlapping (the colour bar goes
+    under the plot to give the keys its width), in the picture the camera button saves too."""
+    head, *_ = token_charts(page, app_url, "head", SIZES[0], SIXTY_FOUR)
+    assert head["keys"] == head["queries"] == 64
+    assert head["x"] == head["key_tokens"] and head["y"] == head["query_tokens"], head
+    assert page.evaluate(OVERLAPS, [LABELS, SLACK]) == []
+    exported = page.evaluate(EXPORTED, 0)
+    assert exported["png"] and exported["x"] == head["key_tokens"] and exported["y"] == head["query_tokens"]
+    pair = token_charts(page, app_url, "compare", SIZES[0], SIXTY_FOUR)
+    assert len(pair) == 2
+    for chart in pair:
+        assert chart["keys"] == chart["queries"] == 64
+        assert chart["x"] == chart["key_tokens"] and chart["y"] == chart["query_tokens"], chart["title"]
+    assert page.evaluate(OVERLAPS, [LABELS, SLACK]) == []

@@ -16,6 +16,11 @@ from .text_width import (TICK_SIZE, colour_bar_margin, figure_width, fitted_tick
 
 X_ANGLE = -60  # the key labels along the top, turned so that long ones never overlap
 UPRIGHT = -90  # turned all the way when -60° leaves too little room between them
+# A colour bar laid under the plot (when the one beside it would leave too little width to label every
+# key): its length along the plot, and the room it takes under it (pads, bar, tick labels).
+BAR_BELOW_LENGTH = 0.5
+BAR_BELOW_ROOM = 64
+NO_BAR_RIGHT = 20  # the right margin without a colour bar beside the plot (text_width.heatmap_margins)
 HOVER = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"  # axis values carry positions
 
 
@@ -65,7 +70,7 @@ def attention_heatmap(
     top = top if top > 0 else 1.0
     n = max(len(query_labels), len(key_labels))
     size = int(min(900, max(420, 22 * n + 160)))
-    x_fit, x_angle, y_fit = token_ticks(query_labels, key_labels, colorbar_title)
+    x_fit, x_angle, y_fit, bar_below = token_ticks(query_labels, key_labels, colorbar_title)
     trace = go.Heatmap(
         z=z,
         x=categories(key_labels, starts[1]),
@@ -74,7 +79,8 @@ def attention_heatmap(
         zmin=zrange[0] if zrange else -top if diverging else 0.0,
         zmax=zrange[1] if zrange else top,
         hovertemplate=f"{hover_text(title)}<br>{hover}" if title else hover,  # names layer and head
-        colorbar=dict(title=dict(text=colorbar_title),
+        colorbar=dict(title=dict(text=colorbar_title, **(dict(side="right") if bar_below else {})),
+                      **(BAR_BELOW if bar_below else {}),
                       **(dict(tickvals=colorbar_ticks[0], ticktext=colorbar_ticks[1]) if colorbar_ticks else {})),
         hoverongaps=False,
     )
@@ -85,9 +91,11 @@ def attention_heatmap(
                    tickangle=x_angle),
         yaxis=dict(token_axis(query_labels, start=starts[0], fitted=y_fit), title=row_title, autorange="reversed"),
         margin=heatmap_margins(shown_ticks(query_labels, y_fit), shown_ticks(key_labels, x_fit), x_angle,
-                               35 if title else 0, colorbar_title),
+                               35 if title else 0, None if bar_below else colorbar_title),
         template=TEMPLATE,
     )
+    if bar_below:
+        layout["margin"]["b"] += BAR_BELOW_ROOM
     if y_fit is not None:  # a row a line of labels high at least: every query labelled at full size
         layout["height"] = max(size, math.ceil(layout["margin"]["t"] + layout["margin"]["b"]
                                                + len(query_labels) * row_pitch()))
@@ -96,20 +104,29 @@ def attention_heatmap(
     return go.Figure(trace, layout=layout)
 
 
+# Plotly's colour bar under the plot, centred, its title at its right end
+BAR_BELOW = dict(orientation="h", len=BAR_BELOW_LENGTH, thickness=12, x=0.5, xanchor="center", yref="container",
+                 y=0, yanchor="bottom")
+
+
 def token_ticks(query_labels: Sequence[str], key_labels: Sequence[str],
-                colorbar_title: str) -> tuple[tuple[int, float], int, tuple[int, float] | None]:
+                colorbar_title: str) -> tuple[tuple[int, float], int, tuple[int, float] | None, bool]:
     """How the two token axes are labelled: the keys (every k-th, font size) and their angle, sized for
     the plot's width on a full-width figure (ui/narrow_charts.js fits them again to the width drawn);
     the queries every one at full size up to MAX_TICKS (the figure grows a line a row), else None
-    (every k-th of them, as token_axis thins)."""
+    (every k-th of them, as token_axis thins); and whether the colour bar goes under the plot, giving
+    the keys its width, because beside it they would be thinned."""
     y_fit = (1, TICK_SIZE) if len(query_labels) <= MAX_TICKS else None
     y_labels, y_size = shown_ticks(query_labels, y_fit)
-    room = figure_width(1) - left_margin(y_labels, y_size) - colour_bar_margin(colorbar_title)
-    shown, every, size = fitted_ticks(len(key_labels), room, X_ANGLE)
+    room = figure_width(1) - left_margin(y_labels, y_size)
+    shown, every, size = fitted_ticks(len(key_labels), room - colour_bar_margin(colorbar_title), X_ANGLE)
     if size == TICK_SIZE:
-        return (every, size), X_ANGLE, y_fit
-    shown, every, size = fitted_ticks(len(key_labels), room, UPRIGHT)
-    return (every, size), UPRIGHT, y_fit
+        return (every, size), X_ANGLE, y_fit, False
+    shown, every, size = fitted_ticks(len(key_labels), room - colour_bar_margin(colorbar_title), UPRIGHT)
+    if every == 1:
+        return (every, size), UPRIGHT, y_fit, False
+    shown, every, size = fitted_ticks(len(key_labels), room - NO_BAR_RIGHT, UPRIGHT)
+    return (every, size), UPRIGHT, y_fit, True
 
 
 def shown_ticks(labels: Sequence[str], fit: tuple[int, float] | None) -> tuple[list[str], float]:
