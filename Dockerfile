@@ -45,5 +45,6 @@ USER 10001
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4).read() != b'ok')"]
+# Streamlit serving app.py once the default model is loaded and run, as `make run` does (attention_viz/ui/serve.py).
 # The other server settings (headless, no file watcher, no usage statistics) are in .streamlit/config.toml.
-CMD ["streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501"]
+CMD ["python", "-m", "attention_viz.ui.serve", "--server.address=0.0.0.0", "--server.port=8501"]

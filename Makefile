@@ -26,9 +26,11 @@ $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 browser:
 	@command -v chromium-headless-shell >/dev/null || { apt-get update -q && apt-get install -y -q chromium-headless-shell fonts-noto-cjk; }
 
-# The server settings (headless, no file watcher, no usage statistics) are in .streamlit/config.toml.
+# Streamlit serving app.py once the default model is loaded and run (attention_viz/ui/serve.py: the first
+# visitor finds it ready). The server settings (headless, no file watcher, no usage statistics) are in
+# .streamlit/config.toml.
 run: install
-	$(VENV)/bin/streamlit run app.py --server.port $(PORT) --server.address $(ADDRESS)
+	$(PY) -m attention_viz.ui.serve --server.port $(PORT) --server.address $(ADDRESS)
 
 # Debian's nginx for the scale-out test (two replicas behind sticky routing; docs/deploy.md).
 nginx:

@@ -99,7 +99,7 @@ def streamlit_settings(argv: list[str]) -> dict[str, object]:
 
 def test_the_container_serves_the_app_offline_on_the_exposed_port_without_watching_files():
     argv = exec_form(all_of("CMD")[-1])
-    assert argv[:3] == ["streamlit", "run", "app.py"]
+    assert argv[:3] == ["python", "-m", "attention_viz.ui.serve"]  # Streamlit's `run app.py`, the model warmed first
     settings = streamlit_settings(argv)
     assert settings["server.address"] == "0.0.0.0"  # reachable from outside the container
     assert [str(settings["server.port"])] == all_of("EXPOSE")
