@@ -235,12 +235,11 @@ def browser_misses(b: dict) -> list[str]:
     if "first_visit_message_s" in b and median(b["first_visit_s"]) > FIRST_VISIT_FLOOR:
         visit, server = median(b["first_visit_s"]), median(b["first_visit_message_s"])
         lines.append(
-            f"The first visit misses its {FIRST_VISIT_FLOOR} s floor by {visit - FIRST_VISIT_FLOOR:.2f} s. Streamlit "
-            f"runs the page only once a visitor's session starts, so a fresh server answers before anything is "
-            f"loaded: the first run imports torch and the page's libraries, loads the model and runs the default "
-            f"sentence, {server:.2f} s from the server's answer to the heatmap's message at the page (the page's "
-            f"own load included); the browser draws it in the other {visit - server:.2f} s (the chart code was "
-            f"loaded meanwhile).")
+            f"The first visit misses its {FIRST_VISIT_FLOOR} s floor by {visit - FIRST_VISIT_FLOOR:.2f} s: "
+            f"{server:.2f} s from the fresh server's answer to the heatmap's message at the page (the page's own "
+            f"load and its first run; torch, the page's libraries and the default model were loaded before the "
+            f"server answered, attention_viz/ui/serve.py), {visit - server:.2f} s for the browser to draw it "
+            f"(Streamlit's chart code included).")
     if "512" in b["enter_to_heatmap_s"] and median(b["enter_to_heatmap_s"]["512"]) > ENTER_FLOOR:
         enter, server = median(b["enter_to_heatmap_s"]["512"]), median(b["enter_to_heatmap_message_s"]["512"])
         lines.append(
