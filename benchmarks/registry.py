@@ -13,6 +13,7 @@ exactness, not meaning. Floors (issue 38): one layer's pattern ≤ 1.1× the SDP
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import tempfile
 import time
@@ -38,16 +39,24 @@ ONE_LAYER_FLOOR, EVERY_FLOOR = 1.1, 1.0
 
 
 def fastest(calls: dict[str, Callable[[], object]], reps: int) -> dict[str, float]:
-    """Each call's fastest time over ``reps`` rounds, the contenders in turn within a round (after one
-    warm-up each): on a shared machine the fastest pass is the one least disturbed by others."""
+    """Each call's fastest time over ``reps`` rounds (after one warm-up each: first-call allocations and
+    kernel choice). Within a round the contenders run in turn, the order rotated from round to round,
+    so that none always follows the same one (whose freed memory or cache state it would inherit); the
+    cyclic garbage collector runs before each timed call, not during it. On a shared machine the
+    fastest pass is the one least disturbed by others."""
     for call in calls.values():
-        call()  # warm-up: first-call allocations and kernel choice
-    best = {name: float("inf") for name in calls}
-    for _ in range(reps):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            call()
-            best[name] = min(best[name], time.perf_counter() - start)
+        call()
+    names, best = list(calls), {name: float("inf") for name in calls}
+    for round_ in range(reps):
+        for name in names[round_ % len(names):] + names[: round_ % len(names)]:
+            gc.collect()
+            gc.disable()
+            try:
+                start = time.perf_counter()
+                calls[name]()
+                best[name] = min(best[name], time.perf_counter() - start)
+            finally:
+                gc.enable()
     return best
 
 
@@ -64,11 +73,10 @@ def measure(family: str, folder: Path, tokens: int, reps: int) -> dict:
     except ValueError:  # soft-capping families (Gemma 2) have no SDPA in transformers: eager without weights
         plain = model_class.from_pretrained(folder, attn_implementation="eager").eval()
         row["baseline"] = "eager (no SDPA)"
-    short = ids[:, :64]
-    with torch.inference_mode():
-        reference = eager(short, output_attentions=True, use_cache=False).attentions
+    with torch.inference_mode():  # at the length timed: the path measured is the path checked
+        reference = eager(ids, output_attentions=True, use_cache=False).attentions
         with capture(kinds=("pattern",)) as recorded:
-            backend.model(short, use_cache=False)
+            backend.model(ids, use_cache=False)
     row["parity"] = max(float((recorded[hook_name(DECODER_SELF, i, "pattern")][0] - weights[0]).abs().max())
                         for i, weights in enumerate(reference))
 
@@ -89,10 +97,10 @@ def measure(family: str, folder: Path, tokens: int, reps: int) -> dict:
     return row
 
 
-def table(rows: list[dict], tokens: int, reps: int) -> str:
-    load = os.getloadavg()[0]
-    lines = [f"{tokens} tokens, float32, {torch.get_num_threads()} threads, fastest of {reps} rounds (contenders in turn), load average "
-             f"{load:.1f}, {time.strftime('%Y-%m-%d %H:%M')}.", "",
+def table(rows: list[dict], tokens: int, reps: int, load_before: float) -> str:
+    lines = [f"{tokens} tokens, float32, {torch.get_num_threads()} threads, fastest of {reps} rounds (contenders in turn, "
+             f"the order rotated), load average {load_before:.1f} before and {os.getloadavg()[0]:.1f} after, "
+             f"{time.strftime('%Y-%m-%d %H:%M')}.", "",
              "| family | attention | pattern vs eager (max abs) | long path | transformers forward (SDPA) | ours: one "
              "layer's pattern | ours: every pattern | transformers eager + weights | one layer / forward (≤ 1.1×) | "
              "every / eager (≤ 1×) |", "|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
@@ -112,13 +120,13 @@ def main() -> None:
     parser.add_argument("--families", nargs="+", default=list(DECODERS), choices=list(DECODERS))
     parser.add_argument("--doc", metavar="PATH", help="write the table into this page's registry section")
     args = parser.parse_args()
-    rows = []
+    rows, load_before = [], os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as root:
         for family in args.families:
             folder = save_family(Path(root) / family, family, **SHAPE)
             rows.append(measure(family, folder, args.tokens, args.reps))
             print(f"{family}: measured", flush=True)
-    text = table(rows, args.tokens, args.reps)
+    text = table(rows, args.tokens, args.reps, load_before)
     print(text)
     if args.doc:
         page = Path(args.doc)
