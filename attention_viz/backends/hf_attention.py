@@ -117,7 +117,7 @@ def _explicit(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: 
             and sees_no_later_key(query, key, mask, causal)):
         half = query.dtype in HALF  # the products in float32, as family_scores makes them
         blocks = causal_attention(query.float() if half else query, key.float() if half else key, value, mask,
-                                  scaling, softcap, sinks, scale_after=True)
+                                  scaling, softcap, sinks, eager_rounding=True)
         pattern = blocks.pattern if points is None else points["pattern"](blocks.pattern)
         # a pattern an intervention replaced mixes the values anew
         return (blocks.context if pattern is blocks.pattern else grouped_context(pattern, value)), pattern

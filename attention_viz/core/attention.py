@@ -24,7 +24,7 @@ import torch
 
 Allocate = Callable[[tuple[int, ...], torch.dtype], torch.Tensor]
 HALF = (torch.bfloat16, torch.float16)  # computed in float32 before any softmax
-CAUSAL_BLOCK = 256  # query rows per block of causal_attention: a block's scores stay in the cache
+CAUSAL_BLOCK = 128  # query rows per block of causal_attention: a block's scores stay in the cache
 CAUSAL_SCRATCH = 16 << 20  # bytes of a block's scores at most: fewer rows at long lengths, so that glibc
 # reuses the block's memory from layer to layer instead of mapping it afresh (it maps blocks past 32 MB anew)
 
@@ -157,7 +157,7 @@ def _hides_later_keys(mask: torch.Tensor, length: int) -> bool:
 
 def causal_attention(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, factor: float,
-    softcap: float | None = None, sinks: torch.Tensor | None = None, scale_after: bool = False,
+    softcap: float | None = None, sinks: torch.Tensor | None = None, eager_rounding: bool = False,
 ) -> Attention:
     """softmax(factor · Q Kᵀ) V under a mask that hides every later key (``mask`` None: the plain
     causal mask, never built), a block of query rows at a time: a block's products only with the keys
@@ -169,9 +169,10 @@ def causal_attention(
 
     Grouped-query key/value heads ``(..., h_kv, T, d)`` are read as they are: the queries of a group
     share one product with their key head instead of a copy of it per query head. ``softcap`` and
-    ``sinks`` as in :func:`family_scores` and :func:`softmax_with_sinks`; ``scale_after``: the factor
-    multiplies the products after they are rounded, as transformers' eager code does (the same float32
-    bits), instead of inside the matrix product."""
+    ``sinks`` as in :func:`family_scores` and :func:`softmax_with_sinks`. ``eager_rounding``: the float32
+    bits of transformers' eager code: the factor multiplies the rounded products (instead of scaling
+    inside the matrix product) and the context is one product of the whole pattern with the values
+    after the blocks (a product over fewer keys sums in another order)."""
     *lead, heads, length, d_k = query.shape
     groups = kv_groups(heads, key.size(-3))
     n = math.prod(lead) * key.size(-3)  # key heads in the batch; each serves ``groups`` query heads
@@ -181,8 +182,8 @@ def causal_attention(
     pattern = scratch_allocator.get()((*lead, heads, length, length), query.dtype) if query.device.type == "cpu" \
         else torch.empty((*lead, heads, length, length), dtype=query.dtype, device=query.device)  # fmt: skip
     rows = pattern.view(n, groups, length, length)
-    context = torch.empty((*lead, heads, length, v.size(-1)), dtype=value.dtype, device=value.device)
-    mixed = context.view(n, groups, length, -1)
+    context = None if eager_rounding else torch.empty((*lead, heads, length, v.size(-1)), dtype=value.dtype,
+                                                      device=value.device)  # fmt: skip
     step = max(32, min(CAUSAL_BLOCK, CAUSAL_SCRATCH // (query.element_size() * n * groups * length)) // 32 * 32)
     scratch = torch.empty(n * groups * min(step, length) * length, dtype=query.dtype, device=query.device)
     later = torch.ones(step, step, dtype=torch.bool, device=query.device).triu(1) if square is None else None
@@ -192,7 +193,7 @@ def causal_attention(
         r1 = min(length, r0 + step)
         block = scratch[: n * groups * (r1 - r0) * r1].view(n, groups * (r1 - r0), r1)
         queries = q[:, :, r0:r1].reshape(n, groups * (r1 - r0), d_k)  # a copy only where groups > 1
-        if scale_after:
+        if eager_rounding:
             torch.bmm(queries, k[:, :r1].transpose(1, 2), out=block).mul_(factor)
         else:
             torch.baddbmm(block, queries, k[:, :r1].transpose(1, 2), beta=0, alpha=factor, out=block)
@@ -211,8 +212,10 @@ def causal_attention(
             _sink_softmax(per_head, sink, out=per_head)
         rows[:, :, r0:r1, :r1].copy_(per_head)
         rows[:, :, r0:r1, r1:].zero_()
-        mixed[:, :, r0:r1].copy_(torch.bmm(block.to(v.dtype), v[:, :r1]).view(n, groups, r1 - r0, -1))
-    return Attention(context, pattern, None)
+        if context is not None:
+            mixed = torch.bmm(block.to(v.dtype), v[:, :r1]).view(n, groups, r1 - r0, -1)
+            context.view(n, groups, length, -1)[:, :, r0:r1].copy_(mixed)
+    return Attention(grouped_context(pattern, value) if context is None else context, pattern, None)
 
 
 def fused_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
