@@ -143,7 +143,7 @@ def test_the_causal_blocks_give_the_whole_squares_numbers(length, window, kv_hea
     mask = causal_mask(length)[None, None]
     if window is not None:
         mask = mask & attention.sliding_window_mask(length, window)
-    assert attention._sees_no_later_key(q, k, mask)
+    assert attention.sees_no_later_key(q, k, mask)
     whole = square_attention(q, k, v, mask)
     blocks = scaled_dot_product_attention(q, k, v, mask, keep_scores=False)
     assert blocks.scores is None
@@ -167,21 +167,21 @@ def test_the_causal_blocks_read_bfloat16_in_float32():
 
 
 def test_masks_that_show_a_later_key_or_hide_a_whole_row_take_the_whole_square():
-    from attention_viz.core.attention import _sees_no_later_key
+    from attention_viz.core.attention import sees_no_later_key
 
     q = k = torch.randn(2, 2, 300, 8)
     causal = causal_mask(300)
-    assert _sees_no_later_key(q, k, causal)
-    assert not _sees_no_later_key(q, k, torch.ones(300, 300, dtype=torch.bool))  # an encoder's
+    assert sees_no_later_key(q, k, causal)
+    assert not sees_no_later_key(q, k, torch.ones(300, 300, dtype=torch.bool))  # an encoder's
     padded = causal[None, None] & padding_mask([300, 200])[:, None]  # (2, 1, 300, 300): one per sequence
-    assert not _sees_no_later_key(q, k, padded)
+    assert not sees_no_later_key(q, k, padded)
     hidden_row = causal.clone()
     hidden_row[5, :] = False
-    assert not _sees_no_later_key(q, k, hidden_row)
-    assert not _sees_no_later_key(q[..., :100, :], k[..., :100, :], causal_mask(100))  # one block: no gain
-    assert not _sees_no_later_key(q.requires_grad_(), k, causal)
+    assert not sees_no_later_key(q, k, hidden_row)
+    assert not sees_no_later_key(q[..., :100, :], k[..., :100, :], causal_mask(100))  # one block: no gain
+    assert not sees_no_later_key(q.requires_grad_(), k, causal)
     elsewhere = torch.empty(1, 2, 300, 8, device="meta")  # another device (a GPU) keeps the whole square
-    assert not _sees_no_later_key(elsewhere, elsewhere, causal.to("meta"))
+    assert not sees_no_later_key(elsewhere, elsewhere, causal.to("meta"))
 
 
 @pytest.mark.parametrize("kind", ["causal", "window", "padding", "none", "empty row"])

@@ -13,6 +13,7 @@ import torch
 import transformers as tf
 
 from attention_viz.backends.hf import HFBackend
+from attention_viz.core.attention import causal_attention
 from attention_viz.core.hooks import interventions_active
 from attention_viz.errors import ModelError
 from benchmarks.families import DECODERS, LAYERS, TEXT, save_family
@@ -146,3 +147,37 @@ def test_an_unobserved_forward_equals_transformers_sdpa(backends, folders):
     ids = torch.tensor([backend.tokenize(TEXT)[0].ids])
     with torch.no_grad():
         np.testing.assert_allclose(backend.model(ids).logits.numpy(), reference(ids).logits.numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["llama3.1", "gemma2", "gemma3", "gpt-oss"])
+def test_past_one_block_of_queries_the_patterns_still_equal_eager(backends, folders, family, monkeypatch):
+    """Past one block of queries a capture of patterns alone goes a block of queries at a time
+    (grouped key heads read as they are, soft-capping, sinks and windows applied in each block): the
+    patterns and the logits are still transformers' eager ones, and a pattern an intervention replaces
+    mixes the values anew (all zeros: the layer's context is zero, as when its heads are ablated)."""
+    from attention_viz.backends import hf_attention
+    from attention_viz.core.attention import CAUSAL_BLOCK
+    from attention_viz.core.hooks import HeadRemoval, ablate, capture, intervene
+
+    backend, length = backends[family], CAUSAL_BLOCK + 44
+    blocks = []
+    monkeypatch.setattr(hf_attention, "causal_attention",
+                        lambda *args, **kwargs: blocks.append(1) or causal_attention(*args, **kwargs))
+    model, _ = eager(folders[family], backend)
+    ids = torch.randint(4, 20, (1, length), generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        reference = model(ids, output_attentions=True, use_cache=False)
+        with capture(kinds=("pattern",)) as recorded:
+            logits = backend.model(ids, use_cache=False).logits
+    assert len(blocks) == LAYERS
+    for layer, weights in enumerate(reference.attentions):
+        pattern = recorded[f"decoder.layers.{layer}.self_attn.pattern"]
+        assert (pattern - weights).abs().max() <= 1e-5
+    assert (logits - reference.logits).abs().max() <= 1e-5
+    heads = model.config.num_attention_heads
+    with torch.inference_mode():
+        with intervene([("decoder.layers.0.self_attn.pattern", lambda x, hook: torch.zeros_like(x))]):
+            zeroed = backend.model(ids, use_cache=False).logits
+        with ablate({"decoder.layers.0.self_attn.context": HeadRemoval(range(heads))}):
+            ablated = backend.model(ids, use_cache=False).logits
+    assert (zeroed - ablated).abs().max() <= 1e-5 and (zeroed - logits).abs().max() > 1e-3

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..core.attention import family_scores, kv_groups, repeat_kv, softmax_with_sinks
+from ..core.attention import (HALF, causal_attention, family_scores, grouped_context, sees_no_later_key,
+                              softmax_with_sinks)
 from ..core.hooks import HookPoint, interventions_active
 from ..core.names import CROSS, DECODER_SELF, ENCODER_SELF, KINDS, Group, hook_name, layer_hook_name
 
@@ -76,50 +77,70 @@ def attention_forward(module: nn.Module, query: torch.Tensor, key: torch.Tensor,
                       **extras) -> tuple[torch.Tensor, torch.Tensor | None]:
     """transformers' attention contract: query (B, h, Tq, d), key/value (B, h_kv, Tk, d) → the context
     (B, Tq, h, d) and the weights (or None). The mask is bool (True = may attend) or None."""
-    points = _POINTS.get(module)
-    softcap, sinks, bias = extras.get("softcap"), extras.get("s_aux"), extras.get("position_bias")
+    softcap, sinks = extras.get("softcap"), extras.get("s_aux")
     scaling = query.size(-1) ** -0.5 if scaling is None else scaling
-    _probe_seen(Call(module, query.size(-2), key.size(-2), float(scaling), extras.get("sliding_window"),
-                     softcap, sinks is not None))
-    if points is None or not interventions_active():
-        if softcap is None and sinks is None:
-            return _sdpa(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **extras)
-        points = None
+    if _probe.get() is not None:
+        _probe_seen(Call(module, query.size(-2), key.size(-2), float(scaling), extras.get("sliding_window"),
+                         softcap, sinks is not None))
+    points = _POINTS.get(module) if interventions_active() else None
+    explicit = softcap is not None or sinks is not None  # no fused kernel has them: as transformers' eager
+    if points is None and not explicit:
+        return _sdpa(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **extras)
     if points is not None:
         query, key, value = points["q"](query), points["k"](key), points["v"](value)
-    observed = points is not None and (points["scores"].wanted() or points["pattern"].wanted())
-    if not observed and softcap is None and sinks is None and not torch.is_grad_enabled():
+    wants_scores = points is not None and points["scores"].wanted()
+    if not explicit and not wants_scores and not points["pattern"].wanted() and not torch.is_grad_enabled():
         context = _sdpa(module, query, key, value, attention_mask, dropout=dropout,
                         scaling=scaling, **extras)[0].transpose(1, 2)  # (B, h, Tq, d)
         weights = None
     else:
-        allowed = _allowed(module, attention_mask, query.size(-2), key.size(-2), query.device, extras)
-        if attention_mask is not None and attention_mask.dtype != torch.bool:  # an additive float mask
-            bias = attention_mask if bias is None else bias + attention_mask
-        scores = family_scores(query, key, scaling, allowed, bias, softcap)  # (B, h, Tq, Tk) float32
-        if points is not None:
-            scores = points["scores"](scores)
-        pattern = softmax_with_sinks(scores, sinks, allowed)
-        if points is not None:
-            pattern = points["pattern"](pattern)
-        values = repeat_kv(value, kv_groups(query.size(-3), value.size(-3)))
-        context = pattern.to(values.dtype) @ values  # (B, h, Tq, d)
+        context, pattern = _explicit(module, query, key, value, attention_mask, float(scaling), extras, points,
+                                     wants_scores)
         weights = pattern.to(query.dtype)
     if points is not None:
         context = points["context"](context)
     return context.transpose(1, 2).contiguous(), weights
 
 
-def _allowed(module: nn.Module, mask: torch.Tensor | None, queries: int, keys: int, device: torch.device,
-             extras: dict) -> torch.Tensor | None:
+def _explicit(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+              mask: torch.Tensor | None, scaling: float, extras: dict, points: dict[str, HookPoint] | None,
+              wants_scores: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The context (B, h, Tq, d) and the pattern, step by step through the hook points. Where nobody
+    reads the scores, a causal self-attention on the CPU goes a block of queries at a time
+    (:func:`~attention_viz.core.attention.causal_attention`: the pattern written once, the products
+    above the diagonal skipped); otherwise the whole square, each step written into the scores."""
+    softcap, sinks, bias = extras.get("softcap"), extras.get("s_aux"), extras.get("position_bias")
+    causal = extras.get("is_causal")
+    causal = getattr(module, "is_causal", True) if causal is None else causal
+    boolean = mask is None or mask.dtype == torch.bool  # else an additive float mask: the whole square
+    if (boolean and not wants_scores and bias is None and not torch.is_grad_enabled()
+            and sees_no_later_key(query, key, mask, causal)):
+        half = query.dtype in HALF  # the products in float32, as family_scores makes them
+        blocks = causal_attention(query.float() if half else query, key.float() if half else key, value, mask,
+                                  scaling, softcap, sinks, eager_rounding=True)
+        pattern = blocks.pattern if points is None else points["pattern"](blocks.pattern)
+        # a pattern an intervention replaced mixes the values anew
+        return (blocks.context if pattern is blocks.pattern else grouped_context(pattern, value)), pattern
+    allowed = _allowed(mask, query.size(-2), key.size(-2), query.device, causal)
+    if mask is not None and mask.dtype != torch.bool:  # an additive float mask
+        bias = mask if bias is None else bias + mask
+    scores = family_scores(query, key, scaling, allowed, bias, softcap)  # (B, h, Tq, Tk) float32
+    if points is not None:
+        scores = points["scores"](scores)
+    pattern = softmax_with_sinks(scores, sinks, allowed, overwrite=not wants_scores)  # nobody keeps the scores
+    if points is not None:
+        pattern = points["pattern"](pattern)
+    return grouped_context(pattern, value), pattern
+
+
+def _allowed(mask: torch.Tensor | None, queries: int, keys: int, device: torch.device,
+             causal: bool) -> torch.Tensor | None:
     """The boolean mask (True = may attend) of the call; a causal one where the SDPA mask function
     left it out (a plain causal mask is passed as None, as transformers' SDPA reads it)."""
     if mask is not None:
         if mask.dtype == torch.bool:
             return mask
         return mask > torch.finfo(mask.dtype).min / 2  # an additive mask: 0 (or a bias) where allowed
-    causal = extras.get("is_causal")
-    causal = getattr(module, "is_causal", True) if causal is None else causal
     if not causal or queries == 1:
         return None
     # bottom-right aligned, as transformers' masks are: query i of Tq sees keys up to Tk - Tq + i

@@ -24,7 +24,7 @@ import torch
 
 Allocate = Callable[[tuple[int, ...], torch.dtype], torch.Tensor]
 HALF = (torch.bfloat16, torch.float16)  # computed in float32 before any softmax
-CAUSAL_BLOCK = 256  # query rows per block of causal_attention: a block's scores stay in the cache
+CAUSAL_BLOCK = 128  # query rows per block of causal_attention: a block's scores stay in the cache
 CAUSAL_SCRATCH = 16 << 20  # bytes of a block's scores at most: fewer rows at long lengths, so that glibc
 # reuses the block's memory from layer to layer instead of mapping it afresh (it maps blocks past 32 MB anew)
 
@@ -118,12 +118,12 @@ def scaled_dot_product_attention(
     d_k = query.size(-1)
     if query.dtype in HALF:  # the products in float32 too, not rounded to 8 or 11 bits before the softmax
         query, key = query.float(), key.float()
+    factor = 1.0 / math.sqrt(d_k) if scale else 1.0
+    if not keep_scores and dropout is None and sees_no_later_key(query, key, mask):
+        return causal_attention(query, key, value, mask, factor)  # grouped key/value heads read as they are
     if key.dim() > 2 and key.size(-3) != query.size(-3):  # grouped-query: fewer K/V heads than query heads
         groups = kv_groups(query.size(-3), key.size(-3))
         key, value = repeat_kv(key, groups), repeat_kv(value, groups)
-    factor = 1.0 / math.sqrt(d_k) if scale else 1.0
-    if not keep_scores and dropout is None and _sees_no_later_key(query, key, mask):
-        return causal_attention(query, key, value, mask, factor)
     # 1/√d_k applied with the product (or on the (Tq, d_k) queries), never in a pass over (Tq, Tk)
     scores = query_key_products(query, key, factor)  # (..., Tq, Tk)
     scores, pattern = masked_softmax(scores, mask, overwrite=not keep_scores)
@@ -131,16 +131,19 @@ def scaled_dot_product_attention(
     return Attention(weights.to(value.dtype) @ value, pattern, scores)
 
 
-def _sees_no_later_key(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None) -> bool:
+def sees_no_later_key(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None,
+                       causal: bool = False) -> bool:
     """Whether :func:`causal_attention` computes this call: self-attention of more than one block of
-    queries on the CPU, no gradient, and a mask that :func:`_hides_later_keys`. (A GPU keeps the whole
-    square: a block's checks would each wait for the device, and nobody has measured it there yet.)"""
+    queries on the CPU, no gradient, and a mask that :func:`_hides_later_keys` (``mask`` None: the
+    plain causal mask where ``causal`` says so, as transformers passes it; else no mask at all). (A GPU
+    keeps the whole square: a block's checks would each wait for the device, and nobody has measured
+    it there yet.)"""
     length = query.size(-2)
-    if mask is None or length <= CAUSAL_BLOCK or key.size(-2) != length or query.requires_grad:
+    if length <= CAUSAL_BLOCK or key.size(-2) != length or query.requires_grad:
         return False
     if query.device.type != "cpu":
         return False
-    return _hides_later_keys(mask, length)
+    return causal if mask is None else _hides_later_keys(mask, length)
 
 
 def _hides_later_keys(mask: torch.Tensor, length: int) -> bool:
@@ -153,36 +156,66 @@ def _hides_later_keys(mask: torch.Tensor, length: int) -> bool:
 
 
 def causal_attention(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor, factor: float
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, factor: float,
+    softcap: float | None = None, sinks: torch.Tensor | None = None, eager_rounding: bool = False,
 ) -> Attention:
-    """softmax(factor · Q Kᵀ) V under a mask that hides every later key, a block of query rows at a
-    time: a block's products only with the keys up to its last row (the rest of its rows are 0 and
-    written as such), the mask applied where it hides something, the softmax in a scratch block that
-    stays in the cache, then copied into the pattern. About half the products of the whole (T, T),
-    and the pattern's memory is written once instead of in five passes. The numbers are those of the
-    whole square (tests/test_attention.py); the scores are not kept (the pattern is what is asked)."""
-    *batch, length, d_k = query.shape
-    n = math.prod(batch)
-    q, k, v = query.reshape(n, length, d_k), key.reshape(n, length, d_k), value.reshape(n, length, -1)
-    square = mask.reshape(length, length)
-    pattern = scratch_allocator.get()((*batch, length, length), query.dtype) if query.device.type == "cpu" else \
-        torch.empty((*batch, length, length), dtype=query.dtype, device=query.device)  # fmt: skip
-    rows = pattern.view(n, length, length)
-    context = torch.empty((n, length, v.size(-1)), dtype=value.dtype, device=value.device)
-    step = max(32, min(CAUSAL_BLOCK, CAUSAL_SCRATCH // (query.element_size() * n * length)) // 32 * 32)
-    scratch = torch.empty(n * min(step, length) * length, dtype=query.dtype, device=query.device)
+    """softmax(factor · Q Kᵀ) V under a mask that hides every later key (``mask`` None: the plain
+    causal mask, never built), a block of query rows at a time: a block's products only with the keys
+    up to its last row (the rest of its rows are 0 and written as such), the mask applied where it
+    hides something, the softmax in a scratch block that stays in the cache, then copied into the
+    pattern. About half the products of the whole (T, T), and the pattern's memory is written once
+    instead of in five passes. The numbers are those of the whole square (tests/test_attention.py);
+    the scores are not kept (the pattern is what is asked).
+
+    Grouped-query key/value heads ``(..., h_kv, T, d)`` are read as they are: the queries of a group
+    share one product with their key head instead of a copy of it per query head. ``softcap`` and
+    ``sinks`` as in :func:`family_scores` and :func:`softmax_with_sinks`. ``eager_rounding``: the float32
+    bits of transformers' eager code: the factor multiplies the rounded products (instead of scaling
+    inside the matrix product) and the context is one product of the whole pattern with the values
+    after the blocks (a product over fewer keys sums in another order)."""
+    *lead, heads, length, d_k = query.shape
+    groups = kv_groups(heads, key.size(-3))
+    n = math.prod(lead) * key.size(-3)  # key heads in the batch; each serves ``groups`` query heads
+    q = query.reshape(n, groups, length, d_k)
+    k, v = key.reshape(n, length, d_k), value.reshape(n, length, -1)
+    square = None if mask is None else mask.reshape(length, length)
+    pattern = scratch_allocator.get()((*lead, heads, length, length), query.dtype) if query.device.type == "cpu" \
+        else torch.empty((*lead, heads, length, length), dtype=query.dtype, device=query.device)  # fmt: skip
+    rows = pattern.view(n, groups, length, length)
+    context = None if eager_rounding else torch.empty((*lead, heads, length, v.size(-1)), dtype=value.dtype,
+                                                      device=value.device)  # fmt: skip
+    step = max(32, min(CAUSAL_BLOCK, CAUSAL_SCRATCH // (query.element_size() * n * groups * length)) // 32 * 32)
+    scratch = torch.empty(n * groups * min(step, length) * length, dtype=query.dtype, device=query.device)
+    later = torch.ones(step, step, dtype=torch.bool, device=query.device).triu(1) if square is None else None
+    sink = None if sinks is None else sinks.float().reshape(1, -1, 1, 1).expand(
+        math.prod(lead), -1, 1, 1).reshape(n, groups, 1, 1)  # fmt: skip
     for r0 in range(0, length, step):
         r1 = min(length, r0 + step)
-        block = scratch[: n * (r1 - r0) * r1].view(n, r1 - r0, r1)
-        torch.baddbmm(block, q[:, r0:r1], k[:, :r1].transpose(1, 2), beta=0, alpha=factor, out=block)
-        seen = square[r0:r1, :r1]
-        first = r0 if bool(seen[:, :r0].all()) else 0  # where the mask starts to hide keys (causal: the diagonal)
-        block[:, :, first:].masked_fill_(~seen[:, first:], float("-inf"))
-        torch.softmax(block, dim=-1, out=block)
-        rows[:, r0:r1, :r1].copy_(block)
-        rows[:, r0:r1, r1:].zero_()
-        torch.bmm(block.to(v.dtype), v[:, :r1], out=context[:, r0:r1])
-    return Attention(context.view(*batch, length, -1), pattern, None)
+        block = scratch[: n * groups * (r1 - r0) * r1].view(n, groups * (r1 - r0), r1)
+        queries = q[:, :, r0:r1].reshape(n, groups * (r1 - r0), d_k)  # a copy only where groups > 1
+        if eager_rounding:
+            torch.bmm(queries, k[:, :r1].transpose(1, 2), out=block).mul_(factor)
+        else:
+            torch.baddbmm(block, queries, k[:, :r1].transpose(1, 2), beta=0, alpha=factor, out=block)
+        per_head = block.view(n, groups, r1 - r0, r1)
+        if softcap is not None:
+            per_head.div_(softcap).tanh_().mul_(softcap)
+        if square is None:  # the plain causal mask: only the block's own square hides keys
+            per_head[..., r0:].masked_fill_(later[: r1 - r0, : r1 - r0], float("-inf"))
+        else:
+            seen = square[r0:r1, :r1]
+            first = r0 if bool(seen[:, :r0].all()) else 0  # where the mask starts to hide keys (causal: the diagonal)
+            per_head[..., first:].masked_fill_(~seen[:, first:], float("-inf"))
+        if sink is None:
+            torch.softmax(block, dim=-1, out=block)
+        else:
+            _sink_softmax(per_head, sink, out=per_head)
+        rows[:, :, r0:r1, :r1].copy_(per_head)
+        rows[:, :, r0:r1, r1:].zero_()
+        if context is not None:
+            mixed = torch.bmm(block.to(v.dtype), v[:, :r1]).view(n, groups, r1 - r0, -1)
+            context.view(n, groups, length, -1)[:, :, r0:r1].copy_(mixed)
+    return Attention(grouped_context(pattern, value) if context is None else context, pattern, None)
 
 
 def fused_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -285,43 +318,83 @@ def padding_mask(lengths: torch.Tensor | list[int], max_len: int | None = None) 
 
 
 
+def grouped(x: torch.Tensor, key_heads: int) -> torch.Tensor:
+    """(..., h, T, d) → (n, h / key_heads · T, d), n = the batch's key heads: the rows of the query heads
+    that share a key/value head, one after the other (a view where ``x`` is contiguous), so that one
+    matrix product per key head serves its whole group, without a repeated copy of its keys."""
+    *lead, heads, length, d = x.shape
+    return x.reshape(math.prod(lead) * key_heads, heads // key_heads * length, d)
+
+
 def family_scores(query: torch.Tensor, key: torch.Tensor, scaling: float, allowed: torch.Tensor | None = None,
                   bias: torch.Tensor | None = None, softcap: float | None = None) -> torch.Tensor:
     """The logits every family's attention softmaxes, float32 ``(..., h, Tq, Tk)``: ``scaling · Q Kᵀ``
-    (key heads repeated for grouped-query attention), soft-capped ``c · tanh(s / c)`` where the family
-    says (Gemma 2), plus an additive ``bias`` (T5's relative positions), ``-inf`` where ``allowed`` is
-    False (True = may attend; broadcast to the scores)."""
-    if key.size(-3) != query.size(-3):
-        key = repeat_kv(key, kv_groups(query.size(-3), key.size(-3)))
-    scores = query.float() @ key.float().transpose(-2, -1)  # (..., h, Tq, Tk), a fresh tensor
+    (grouped-query key heads each read by their group of query heads), soft-capped ``c · tanh(s / c)``
+    where the family says (Gemma 2), plus an additive ``bias`` (T5's relative positions), ``-inf`` where
+    ``allowed`` is False (True = may attend; broadcast to the scores). A fresh tensor; every later step
+    writes into it where no gradient flows (one (Tq, Tk) tensor per head, not one per step)."""
+    if query.dtype in HALF:
+        query, key = query.float(), key.float()
+    *lead, heads, queries, _ = query.shape
+    keys, key_heads = key.size(-2), key.size(-3)
+    kv_groups(heads, key_heads)
+    if key.shape[:-3] == tuple(lead):
+        scores = (grouped(query, key_heads) @ grouped(key, key_heads).transpose(-2, -1)).view(
+            *lead, heads, queries, keys)  # fmt: skip
+    else:  # a key broadcast over the batch
+        scores = query @ repeat_kv(key, heads // key_heads).transpose(-2, -1)
+    grad = scores.requires_grad
     # scaled after the product, as every family's eager code does: the same float32 roundings
-    scores = scores * scaling if scores.requires_grad else scores.mul_(scaling)
+    scores = scores * scaling if grad else scores.mul_(scaling)
     if softcap is not None:
-        scores = torch.tanh(scores / softcap) * softcap if scores.requires_grad else (
-            scores.div_(softcap).tanh_().mul_(softcap))
+        scores = torch.tanh(scores / softcap) * softcap if grad else scores.div_(softcap).tanh_().mul_(softcap)
     if bias is not None:
-        scores = scores + bias.float()
+        fits = torch.broadcast_shapes(scores.shape, bias.shape) == scores.shape
+        scores = scores.add_(bias) if fits and not grad else scores + bias.float()
     if allowed is None:
         return scores
-    # in place where no gradient flows through: one (Tq, Tk) tensor per head, not two
-    return scores.masked_fill(~allowed, float("-inf")) if scores.requires_grad else scores.masked_fill_(~allowed,
-                                                                                                        float("-inf"))
+    return scores.masked_fill(~allowed, float("-inf")) if grad else scores.masked_fill_(~allowed, float("-inf"))
 
 
 def softmax_with_sinks(scores: torch.Tensor, sinks: torch.Tensor | None = None,
-                       allowed: torch.Tensor | None = None) -> torch.Tensor:
+                       allowed: torch.Tensor | None = None, overwrite: bool = False) -> torch.Tensor:
     """Softmax over keys of masked ``scores`` ``(..., h, Tq, Tk)``; a row with no key allowed gives 0s.
 
     ``sinks`` ``(h,)``: one extra logit per head that joins every row's normaliser but reads no value
     (GPT-OSS's attention sinks), so a row sums to less than 1 by exactly the sink's share. ``allowed``:
     the mask the scores were masked with, when there was one (it tells whether a row is empty).
+    ``overwrite``: nobody reads the scores afterwards, so the pattern is written over them.
     """
-    if sinks is None:
-        pattern = torch.softmax(scores, dim=-1)
-        if allowed is None or bool(allowed.any(-1).all()):
-            return pattern
-        # a row with no key allowed is all -inf, and its softmax NaN: 0s instead (padding; never causal rows)
-        return pattern.nan_to_num(0.0) if pattern.requires_grad else pattern.nan_to_num_(0.0)
-    sink = sinks.float().reshape(-1, 1, 1).expand(*scores.shape[:-1], 1)  # (..., h, Tq, 1)
-    normaliser = torch.logsumexp(torch.cat([scores, sink], dim=-1), dim=-1, keepdim=True)
-    return torch.exp(scores - normaliser)  # exp(-inf) = 0 where masked
+    out = scores if overwrite and not scores.requires_grad else None
+    if sinks is not None:
+        return _sink_softmax(scores, sinks.float().reshape(-1, 1, 1), out)
+    pattern = torch.softmax(scores, dim=-1) if out is None else torch.softmax(scores, dim=-1, out=out)
+    # a row with no key allowed is all -inf and its softmax NaN in every column, the first included:
+    # reading that column finds such rows (padding; never a causal row) without a pass over the pattern
+    if allowed is None or not bool(pattern[..., :1].isnan().any()):
+        return pattern
+    empty = ~allowed.any(-1, keepdim=True)
+    return pattern.masked_fill(empty, 0.0) if pattern.requires_grad else pattern.masked_fill_(empty, 0.0)
+
+
+def _sink_softmax(scores: torch.Tensor, sink: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    """softmax over each row and its sink logit (``sink`` broadcast to ``(..., Tq, 1)``), the sink's
+    column left out: exp(s − m) / (Σ exp(s − m) + exp(sink − m)), m the row's largest logit, sink
+    included. Written into ``out`` where given (it may be ``scores`` itself)."""
+    top = torch.maximum(scores.amax(-1, keepdim=True), sink)  # a row with every key masked: the sink
+    if out is None:
+        pattern = torch.exp(scores - top)
+        return pattern / (pattern.sum(-1, keepdim=True) + torch.exp(sink - top))
+    pattern = torch.sub(scores, top, out=out).exp_()  # exp(-inf) = 0 where masked
+    return pattern.div_(pattern.sum(-1, keepdim=True).add_(torch.exp(sink - top)))
+
+
+def grouped_context(pattern: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """pattern (..., h, Tq, Tk) · value (..., h_kv, Tk, d) → the context (..., h, Tq, d): each key/value
+    head read by its group of query heads in one product, in the values' dtype."""
+    *lead, heads, queries, _ = pattern.shape
+    key_heads = value.size(-3)
+    if value.shape[:-3] != tuple(lead):
+        return pattern.to(value.dtype) @ repeat_kv(value, kv_groups(heads, key_heads))
+    mixed = grouped(pattern.to(value.dtype), key_heads) @ value.reshape(-1, *value.shape[-2:])
+    return mixed.view(*lead, heads, queries, -1)
