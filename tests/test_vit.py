@@ -19,6 +19,7 @@ from attention_viz.analysis.rollout import rollout
 from attention_viz.backends.registry import load_backend
 from attention_viz.errors import ModelError
 from attention_viz.figures.image import DIM, overlay, scale_for
+from attention_viz.core.hooks import capture_active
 from attention_viz.core.names import ENCODER_SELF
 
 SIZE, PATCH, GRID = 32, 8, 4  # a 4×4 grid of 8-pixel patches
@@ -175,8 +176,8 @@ def test_refusals_are_one_line_model_errors(vit_folder, tmp_path):
         backend.run("a red circle")
     with pytest.raises(ModelError, match="32×32 RGB"):
         backend.run_image(np.zeros((64, 64, 3), dtype=np.uint8))
-    with pytest.raises(ModelError, match="only 'pattern'"):
-        backend.run_image(random_image(), kinds=("q",))
+    with pytest.raises(ModelError, match="not \\['query'\\]"):
+        backend.run_image(random_image(), kinds=("query",))
     with pytest.raises(ModelError, match="no target"):
         backend.run("scene 1", target="a cat")
     bad = tmp_path / "odd-vit"
@@ -241,3 +242,28 @@ def test_a_vit_whose_weights_do_not_match_its_config_is_refused_naming_them(vit_
     message = str(caught.value)
     assert "does not match its config.json" in message and "\n" not in message
     assert dropped and "missing layers.2." in message  # transformers' own names for the dropped layer's tensors
+
+
+def test_every_kind_comes_from_our_hook_points_and_the_context_is_what_w_o_reads(vit_folder):
+    """Through the attention registry: q, k, v, scores and context too, the context exactly what
+    transformers' own output projection receives (a torch hook on an eager load), nothing left after."""
+    backend = load_backend(f"hf:{vit_folder}")
+    image = random_image(2)
+    ours = backend.run_image(image, kinds=None)
+    assert ours.meta["attention"] == "registry"
+    model = ViTModel.from_pretrained(vit_folder, attn_implementation="eager", add_pooling_layer=False).eval()
+    received = {}
+    for layer, block in enumerate(model.layers):
+        block.attention.o_proj.register_forward_pre_hook(
+            lambda module, args, layer=layer: received.__setitem__(layer, args[0][0].clone()))
+    with torch.inference_mode():
+        model(pixel_values=backend.pixel_values(image))
+    heads, d = model.config.num_attention_heads, model.config.hidden_size // model.config.num_attention_heads
+    for layer in range(ours.n_layers()):
+        context = ours.arrays[f"encoder.layers.{layer}.self_attn.context"]  # (heads, T, d)
+        expected = received[layer].numpy().reshape(-1, heads, d).transpose(1, 0, 2)
+        np.testing.assert_allclose(context, expected, atol=1e-5)
+        pattern = ours.pattern(ENCODER_SELF, layer)
+        v = ours.arrays[f"encoder.layers.{layer}.self_attn.v"]
+        np.testing.assert_allclose(pattern @ v, context, atol=1e-5)  # the pattern mixes the captured values
+    assert not capture_active()

@@ -1,6 +1,8 @@
 """Vision Transformers through ``hf:``: a local folder (or cached hub snapshot) whose ``config.json``
 says ``"model_type": "vit"``, run by ``transformers`` (``ViTModel``, or ``ViTForImageClassification``
-when the checkpoint has its classifier) with eager attention and ``output_attentions``.
+when the checkpoint has its classifier) with our attention function in its attention registry
+(backends/hf_attention.py): every layer's q, k, v, scores, pattern and context at our hook points, as
+for every other ``transformers`` model.
 
 An image goes in, cut into a grid of ``patch_size`` squares; the tokens are ``[CLS]`` then
 ``patch (r, c)`` row by row, and every layer's self-attention comes back as
@@ -27,20 +29,21 @@ from safetensors import SafetensorError
 from ..analysis.patches import patch_labels
 from ..errors import ModelError
 from ..inputs.images import fit
-from ..core.names import ENCODER_SELF, hook_name
+from ..core.hooks import KINDS, capture
 from ..core.result import AttentionResult
 from ..core.provenance import image_of, run_of
 from ..inputs.tokens import Tokens
 from ..trained import scenes
 from ..weights.safetensors_io import read_config, safetensors_files
 from .base import Backend
+from .hf_attention import IMPLEMENTATION, register
+from .hf_model import RegistryModel
 from .hub import local_folder
 
 MODEL_TYPE = "vit"
 CLASSIFIER = "ViTForImageClassification"
 PROCESSOR_FILE = "preprocessor_config.json"
 MEAN = STD = 0.5  # ViT's own normalization (Dosovitskiy et al.), when the folder names none
-KINDS = ("pattern",)  # transformers hands out the attention weights only
 _SCENE = re.compile(r"^\s*(?:scene\s*)?(\d{1,19})\s*$", re.IGNORECASE)
 
 
@@ -103,11 +106,16 @@ class ViTBackend(Backend):
         # The pooler is unused by attention and absent from classifier checkpoints: not built.
         model_class = ViTForImageClassification if self.classifies else ViTModel
         extra = {} if self.classifies else {"add_pooling_layer": False}
-        model, loading = self._load("model", model_class, folder, attn_implementation="eager", use_safetensors=True,
-                                    dtype=torch.float32, output_loading_info=True, ignore_mismatched_sizes=True,
-                                    **extra)
+        register()
+        model, loading = self._load("model", model_class, folder, attn_implementation=IMPLEMENTATION,
+                                    use_safetensors=True, dtype=torch.float32, output_loading_info=True,
+                                    ignore_mismatched_sizes=True, **extra)
         check_loading(self.name, model, loading)  # the checkpoint's own weights, or a sentence naming what differs
         self.model = model.eval()
+        blank = torch.zeros(1, config.num_channels, size, size)
+        self.registry = RegistryModel.attach(self.model, self.shape, lambda: self.model(pixel_values=blank), 0, name)
+        if self.registry is None:
+            raise ModelError(f"{name}: its attention does not go through transformers' attention registry")
         self.id2label = dict(config.id2label or {})
         has_processor = (folder / PROCESSOR_FILE).is_file()
         self.processor = self._load("image processor", AutoImageProcessor, folder) if has_processor else None
@@ -148,37 +156,31 @@ class ViTBackend(Backend):
                              "seed such as 'scene 7', or use the Image attention page")
         return seed
 
-    def run(self, text: str, target: str | None = None, kinds: Collection[str] | None = KINDS) -> AttentionResult:
+    def run(self, text: str, target: str | None = None, kinds: Collection[str] | None = ("pattern",)
+            ) -> AttentionResult:
         if target is not None:
             raise ModelError(f"{self.name} is an image encoder: it takes no target text")
         seed = self._parse_scene(text)
         return self.run_image(self.scene_image(seed), kinds, meta={"seed": seed})
 
     def run_image(
-        self, image: np.ndarray, kinds: Collection[str] | None = KINDS, meta: dict | None = None
+        self, image: np.ndarray, kinds: Collection[str] | None = ("pattern",), meta: dict | None = None
     ) -> AttentionResult:
         """One forward on ``image`` ((S, S, 3) uint8, S = ``image_size``) with every layer's attention."""
-        refused = sorted(set(kinds or ()) - set(KINDS))
-        if refused:
-            raise ModelError(f"{self.name} can capture only 'pattern', not {refused}: transformers returns the "
-                             "attention weights only")
+        unknown = sorted(set(kinds or ()) - set(KINDS))
+        if unknown:
+            raise ModelError(f"{self.name} captures {', '.join(KINDS)}, not {unknown}")
         size = self.image_size
         if image.shape != (size, size, 3) or image.dtype != np.uint8:
             raise ModelError(f"{self.name} reads {size}×{size} RGB images (uint8), got {image.shape} {image.dtype}")
-        with torch.inference_mode():
-            out = self.model(pixel_values=self.pixel_values(image), output_attentions=True)
-        n = len(self.tokens)
-        arrays = {}
-        for layer, attention in enumerate(out.attentions):
-            if attention is None or tuple(attention.shape[-2:]) != (n, n):
-                raise ModelError(f"{self.name}: layer {layer} returned no [{n}×{n}] attention (eager attention needed)")
-            arrays[hook_name(ENCODER_SELF, layer, "pattern")] = attention[0].float().numpy()  # (heads, T, T)
-        meta = {**(meta or {}), "dropped": 0, "implementation": self.implementation, "patch_grid": list(self.patch_grid),
-                "image_size": size, "patch_size": self.patch_size}
+        with torch.inference_mode(), capture(kinds=kinds) as recorded:
+            out = self.model(pixel_values=self.pixel_values(image))
+        meta = {**(meta or {}), "dropped": 0, "implementation": self.implementation, "attention": "registry",
+                "patch_grid": list(self.patch_grid), "image_size": size, "patch_size": self.patch_size}
         meta["provenance"] = run_of(self.name, self.implementation, image_of(meta.get("seed")))
         if self.classifies:
             probabilities = out.logits[0].softmax(-1)
             top = int(probabilities.argmax())
             meta["label"] = str(self.id2label.get(top, top))
             meta["label_probability"] = float(probabilities[top])
-        return AttentionResult(self.name, self.tokens, arrays, meta=meta)
+        return AttentionResult.from_recorder(self.name, self.tokens, recorded, meta=meta)
